@@ -1,0 +1,104 @@
+//! Detection for system-profile: which profilers exist and are usable here (PATH, versions,
+//! permissions such as perf_event_paranoid, ptrace_scope and capabilities, containers), the
+//! hardware and its topology (procfs, sysfs, NVML, `nvidia-smi topo -m`) and the Python
+//! environment the target will use. A missing tool, GPU or permission is data, never an error.
+
+mod catalog;
+mod gpu;
+#[cfg(target_os = "linux")]
+mod linux;
+mod probe;
+mod python;
+mod version;
+
+pub use catalog::{catalog, ToolSpec};
+pub use version::extract_version;
+
+#[cfg(target_os = "linux")]
+pub use linux::procfs::{parse_cpuinfo, parse_meminfo};
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use system_profile_model::detect::{DetectReport, DetectSummary};
+
+/// How to detect.
+#[derive(Debug, Clone)]
+pub struct DetectOptions {
+    /// The Python interpreter the target will use (a path or a name on PATH).
+    pub python: String,
+    /// Limit for each probe; torch's import gets four times this.
+    pub probe_timeout: Duration,
+}
+
+impl Default for DetectOptions {
+    fn default() -> Self {
+        DetectOptions {
+            python: "python3".to_string(),
+            probe_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Run every probe in parallel, each under its own timeout, and assemble the report.
+pub async fn detect(opts: &DetectOptions) -> DetectReport {
+    let started = Instant::now();
+    let mut diagnostics = Vec::new();
+
+    #[cfg(not(target_os = "linux"))]
+    compile_error!("system-profile-detect reads /proc and /sys: Linux only");
+
+    let permissions_fut = tokio::task::spawn_blocking(linux::permissions::read);
+    let container_fut = tokio::task::spawn_blocking(linux::container::read);
+    let hardware_fut = tokio::task::spawn_blocking(linux::hardware::read);
+    let gpu_fut = gpu::probe(opts.probe_timeout);
+    let python_fut = python::probe(&opts.python, opts.probe_timeout);
+    let host_fut = probe::probe_host_tools(&opts.python, opts.probe_timeout);
+
+    let (permissions, container, hardware, gpu, python, host) = tokio::join!(
+        permissions_fut,
+        container_fut,
+        hardware_fut,
+        gpu_fut,
+        python_fut,
+        host_fut
+    );
+    let permissions = permissions.unwrap_or_else(|e| {
+        diagnostics.push(format!("permissions probe failed: {e}"));
+        linux::permissions::unknown()
+    });
+    let container = container.unwrap_or_default();
+    let mut hardware = hardware.unwrap_or_else(|e| {
+        diagnostics.push(format!("hardware probe failed: {e}"));
+        linux::hardware::unknown()
+    });
+    diagnostics.extend(gpu.diagnostics.iter().cloned());
+    diagnostics.extend(python.diagnostics.iter().cloned());
+    diagnostics.extend(host.diagnostics.iter().cloned());
+
+    let tools = probe::assemble(&host, &python, &permissions, &gpu);
+    hardware.gpu = gpu.env;
+    let summary = DetectSummary {
+        checked: tools.len(),
+        available: tools.iter().filter(|t| t.available).count(),
+        usable: tools.iter().filter(|t| t.usable).count(),
+        unusable: tools
+            .iter()
+            .filter(|t| t.available && !t.usable)
+            .map(|t| t.id.clone())
+            .collect(),
+    };
+    DetectReport {
+        tools,
+        hardware,
+        permissions,
+        container,
+        python: python.env,
+        summary,
+        probe_wall_ms: started.elapsed().as_secs_f64() * 1e3,
+        cached: false,
+        detected_at_unix_s: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0),
+        diagnostics,
+    }
+}

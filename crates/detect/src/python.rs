@@ -1,0 +1,200 @@
+//! The target's Python: one interpreter process imports every Python-side profiler and reports
+//! sys facts; a second, in parallel, imports torch (slow) when it is installed.
+
+use crate::catalog::{catalog, Locate};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use system_profile_exec::{run, CommandSpec, ExitKind, RunOptions};
+use system_profile_model::detect::{PythonEnv, TorchInfo};
+
+/// What the module probe printed for one module.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ModuleResult {
+    pub ok: bool,
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SysReport {
+    executable: String,
+    version: String,
+    implementation: String,
+    in_venv: bool,
+    modules: HashMap<String, ModuleResult>,
+}
+
+#[derive(Debug, Deserialize)]
+struct TorchReport {
+    present: bool,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    torch: Option<TorchInfo>,
+}
+
+pub struct PythonProbe {
+    pub env: PythonEnv,
+    pub modules: HashMap<String, ModuleResult>,
+    pub modules_ms: f64,
+    pub torch_ms: f64,
+    pub diagnostics: Vec<String>,
+}
+
+const SYS_SCRIPT: &str = r#"
+import sys, json, platform, importlib
+mods = {}
+for spec in sys.argv[1:]:
+    name, _, dist = spec.partition("=")
+    try:
+        m = importlib.import_module(name)
+        v = getattr(m, "__version__", None)
+        if v is None and dist:
+            try:
+                from importlib.metadata import version
+                v = version(dist)
+            except Exception:
+                pass
+        mods[name] = {"ok": True, "version": None if v is None else str(v), "path": getattr(m, "__file__", None)}
+    except BaseException as e:
+        mods[name] = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+print(json.dumps({"executable": sys.executable, "version": platform.python_version(),
+                  "implementation": platform.python_implementation(),
+                  "in_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix), "modules": mods}))
+"#;
+
+const TORCH_SCRIPT: &str = r#"
+import json, importlib.util
+if importlib.util.find_spec("torch") is None:
+    print(json.dumps({"present": False, "error": "torch is not installed in this environment"}))
+else:
+    try:
+        import torch
+        cuda = bool(torch.cuda.is_available())
+        info = {"version": str(torch.__version__), "cuda_available": cuda,
+                "cuda_version": torch.version.cuda, "device_count": torch.cuda.device_count() if cuda else 0,
+                "distributed_available": bool(torch.distributed.is_available())}
+        try:
+            v = torch.cuda.nccl.version()
+            info["nccl_version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        except Exception:
+            pass
+        print(json.dumps({"present": True, "torch": info}))
+    except BaseException as e:
+        print(json.dumps({"present": True, "error": "%s: %s" % (type(e).__name__, e)}))
+"#;
+
+fn failure(
+    outcome: &Result<system_profile_exec::Outcome, system_profile_exec::ExecError>,
+) -> String {
+    match outcome {
+        Err(e) => e.to_string(),
+        Ok(o) if o.exit == ExitKind::TimedOut => {
+            format!("timed out after {:.1} s", o.wall.as_secs_f64())
+        }
+        Ok(o) => {
+            let err = o.stderr.text();
+            let last = err.lines().last().unwrap_or("").trim();
+            format!("exited with {:?}: {last}", o.exit)
+        }
+    }
+}
+
+pub async fn probe(python: &str, timeout: Duration) -> PythonProbe {
+    let module_args: Vec<String> = catalog()
+        .iter()
+        .filter_map(|t| match t.locate {
+            Locate::PythonModule { module, dist } => {
+                Some(format!("{module}={}", dist.unwrap_or("")))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut sys_argv = vec![python.to_string(), "-c".into(), SYS_SCRIPT.into()];
+    sys_argv.extend(module_args);
+    let sys_spec = CommandSpec::new(sys_argv);
+    let torch_spec = CommandSpec::new([python, "-c", TORCH_SCRIPT]);
+    let sys_opts = RunOptions::with_timeout(timeout);
+    let torch_opts = RunOptions::with_timeout(timeout * 4);
+
+    let t0 = Instant::now();
+    let sys_fut = async {
+        let r = run(&sys_spec, &sys_opts).await;
+        (r, t0.elapsed())
+    };
+    let torch_fut = async {
+        let r = run(&torch_spec, &torch_opts).await;
+        (r, t0.elapsed())
+    };
+    let ((sys_out, sys_wall), (torch_out, torch_wall)) = tokio::join!(sys_fut, torch_fut);
+
+    let mut diagnostics = Vec::new();
+    let mut env = PythonEnv {
+        requested: python.to_string(),
+        available: false,
+        executable: None,
+        version: None,
+        implementation: None,
+        in_venv: false,
+        torch: None,
+        torch_reason: None,
+        reason: None,
+    };
+    let mut modules = HashMap::new();
+    let parsed: Option<SysReport> = match &sys_out {
+        Ok(o) if o.exit.success() => serde_json::from_str(o.stdout.text().trim()).ok(),
+        _ => None,
+    };
+    match parsed {
+        Some(report) => {
+            env.available = true;
+            env.executable = Some(report.executable);
+            env.version = Some(report.version);
+            env.implementation = Some(report.implementation);
+            env.in_venv = report.in_venv;
+            modules = report.modules;
+        }
+        None => {
+            let why = failure(&sys_out);
+            env.reason = Some(format!(
+                "the Python interpreter '{python}' could not be run ({why}); pass `python` with the interpreter the target uses"
+            ));
+        }
+    }
+
+    if env.available {
+        let torch: Option<TorchReport> = match &torch_out {
+            Ok(o) if o.exit.success() => serde_json::from_str(o.stdout.text().trim()).ok(),
+            _ => None,
+        };
+        match torch {
+            Some(TorchReport {
+                torch: Some(info), ..
+            }) => env.torch = Some(info),
+            Some(TorchReport { present, error, .. }) => {
+                env.torch_reason = error;
+                if present {
+                    diagnostics.push("torch is installed but failed to import".into());
+                }
+            }
+            None => {
+                let why = failure(&torch_out);
+                diagnostics.push(format!("torch probe: {why}"));
+                env.torch_reason = Some(format!("torch probe failed: {why}"));
+            }
+        }
+    }
+
+    PythonProbe {
+        env,
+        modules,
+        modules_ms: sys_wall.as_secs_f64() * 1e3,
+        torch_ms: torch_wall.as_secs_f64() * 1e3,
+        diagnostics,
+    }
+}

@@ -1,0 +1,150 @@
+//! The engine: the six steps of `/system-profile` as one API over the other crates, with the
+//! per-session state they share (today: the detection cache). It knows nothing of JSON-RPC or
+//! MCP; the `mcp` crate and the CLI both drive it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use system_profile_detect::{detect, DetectOptions};
+use system_profile_model::detect::{DetectReport, DetectToolsInput};
+
+/// What the engine is configured with.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The root every path is resolved against; artifacts go under `<root>/profile_output/`.
+    pub root: PathBuf,
+    /// Interpreter used when a call names none.
+    pub default_python: String,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            root: PathBuf::from("."),
+            default_python: "python3".into(),
+        }
+    }
+}
+
+/// A tool failure the caller can act on: it becomes `isError: true` with this message, or a
+/// -32602 when it names a bad field.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("invalid `{field}`: {message}")]
+    InvalidInput {
+        field: &'static str,
+        message: String,
+    },
+}
+
+/// One server's engine. Cheap to share behind an `Arc`.
+pub struct Engine {
+    config: EngineConfig,
+    /// Detection per interpreter, for the life of the session; `refresh` replaces it.
+    detect_cache: tokio::sync::Mutex<HashMap<String, Arc<DetectReport>>>,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Self {
+        Engine {
+            config,
+            detect_cache: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Step 2 / 5.1: which tools, hardware and permissions this machine has. Cached per
+    /// interpreter; concurrent first calls wait for one probe instead of running several.
+    pub async fn detect_tools(&self, input: DetectToolsInput) -> Result<DetectReport, EngineError> {
+        let python = match input.python.as_deref().map(str::trim) {
+            Some("") => {
+                return Err(EngineError::InvalidInput {
+                    field: "python",
+                    message: "empty interpreter name; omit it for python3 or give a path".into(),
+                })
+            }
+            Some(p) => p.to_string(),
+            None => self.config.default_python.clone(),
+        };
+        let probe_timeout = match input.probe_timeout_s {
+            None => Duration::from_secs(5),
+            Some(s) if s.is_finite() && (0.1..=120.0).contains(&s) => Duration::from_secs_f64(s),
+            Some(s) => {
+                return Err(EngineError::InvalidInput {
+                    field: "probe_timeout_s",
+                    message: format!("{s} is out of range: give seconds between 0.1 and 120"),
+                })
+            }
+        };
+        let mut cache = self.detect_cache.lock().await;
+        if !input.refresh {
+            if let Some(report) = cache.get(&python) {
+                let mut report = DetectReport::clone(report);
+                report.cached = true;
+                return Ok(report);
+            }
+        }
+        let report = detect(&DetectOptions {
+            python: python.clone(),
+            probe_timeout,
+        })
+        .await;
+        cache.insert(python, Arc::new(report.clone()));
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn second_call_is_cached_and_refresh_probes_again() {
+        let engine = Engine::new(EngineConfig::default());
+        let first = engine
+            .detect_tools(DetectToolsInput::default())
+            .await
+            .unwrap();
+        assert!(!first.cached);
+        let second = engine
+            .detect_tools(DetectToolsInput::default())
+            .await
+            .unwrap();
+        assert!(second.cached);
+        assert_eq!(first.detected_at_unix_s, second.detected_at_unix_s);
+        let third = engine
+            .detect_tools(DetectToolsInput {
+                refresh: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(!third.cached);
+        assert!(third.detected_at_unix_s > first.detected_at_unix_s);
+    }
+
+    #[tokio::test]
+    async fn bad_inputs_name_the_field() {
+        let engine = Engine::new(EngineConfig::default());
+        let err = engine
+            .detect_tools(DetectToolsInput {
+                probe_timeout_s: Some(-1.0),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("probe_timeout_s"));
+        let err = engine
+            .detect_tools(DetectToolsInput {
+                python: Some("  ".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("python"));
+    }
+}

@@ -1,0 +1,9 @@
+//! Wire types of system-profile: the input and output of every tool, and the values parsers
+//! hand back. serde and schemars derives live here and only here; this crate does no IO and
+//! depends on nothing else in the workspace.
+
+pub mod detect;
+pub mod diag;
+pub mod topology;
+
+pub use diag::{Diag, Parsed};

@@ -1,0 +1,118 @@
+//! Parsers on real captured outputs (tests/data/<format>/<case>.txt, each with a .source.md),
+//! with snapshot results and the facts a reader can check by eye.
+
+use std::path::{Path, PathBuf};
+use system_profile_model::topology::{LinkKind, TopoDeviceKind};
+use system_profile_parse::nvidia_smi_topo;
+
+fn data_dir(format: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(format)
+}
+
+fn fixture(format: &str, case: &str) -> String {
+    let path = data_dir(format).join(format!("{case}.txt"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn cases(format: &str) -> Vec<String> {
+    let mut cases: Vec<String> = std::fs::read_dir(data_dir(format))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".txt").map(str::to_string)
+        })
+        .collect();
+    cases.sort();
+    cases
+}
+
+#[test]
+fn every_topo_fixture_has_a_source_and_a_snapshot() {
+    let cases = cases("nvidia_smi_topo");
+    assert_eq!(cases.len(), 6);
+    for case in cases {
+        assert!(
+            data_dir("nvidia_smi_topo")
+                .join(format!("{case}.source.md"))
+                .exists(),
+            "{case} has no .source.md"
+        );
+        let parsed = nvidia_smi_topo::parse(&fixture("nvidia_smi_topo", &case));
+        assert!(
+            parsed.diagnostics.is_empty(),
+            "{case}: {:?}",
+            parsed.diagnostics
+        );
+        insta::with_settings!({snapshot_suffix => case.clone()}, {
+            insta::assert_json_snapshot!("nvidia_smi_topo", parsed.value);
+        });
+    }
+}
+
+#[test]
+fn dgx_nv18_with_thirteen_nics() {
+    let t = nvidia_smi_topo::parse(&fixture("nvidia_smi_topo", "dgx-8gpu-nv18-13nic-mlx5")).value;
+    let gpus = t
+        .devices
+        .iter()
+        .filter(|d| d.kind == TopoDeviceKind::Gpu)
+        .count();
+    let nics: Vec<_> = t
+        .devices
+        .iter()
+        .filter(|d| d.kind == TopoDeviceKind::Nic)
+        .collect();
+    assert_eq!(gpus, 8);
+    assert_eq!(nics.len(), 13);
+    assert_eq!(nics[0].name.as_deref(), Some("mlx5_ib0"));
+    assert_eq!(nics[12].name.as_deref(), Some("mlx5_eth4"));
+    assert_eq!(t.nvlink_gpu_pairs, 28);
+    assert!(t.pcie_gpu_pairs.is_empty());
+    assert_eq!(t.links[0][1].nvlink_count, Some(18));
+    assert_eq!(t.links[0][8].kind, LinkKind::Pix);
+    assert_eq!(t.devices[4].cpu_affinity.as_deref(), Some("56-111,168-223"));
+    assert_eq!(t.devices[4].numa_affinity.as_deref(), Some("1"));
+    assert_eq!(t.devices[4].gpu_numa_id.as_deref(), Some("N/A"));
+}
+
+#[test]
+fn pcie_only_box_flags_every_pair() {
+    let t = nvidia_smi_topo::parse(&fixture("nvidia_smi_topo", "pcie-8gpu-all-sys-2numa")).value;
+    assert_eq!(t.nvlink_gpu_pairs, 0);
+    assert_eq!(t.pcie_gpu_pairs.len(), 28);
+    assert!(t.pcie_gpu_pairs.iter().all(|p| p.link == LinkKind::Sys));
+    assert_eq!(t.devices[7].cpu_affinity.as_deref(), Some("16-31,48-63"));
+}
+
+#[test]
+fn single_gpu_vm_with_ansi_underline() {
+    let t = nvidia_smi_topo::parse(&fixture("nvidia_smi_topo", "h100-1gpu-vm-raw-ansi")).value;
+    assert_eq!(t.devices.len(), 1);
+    assert_eq!(t.links[0][0].kind, LinkKind::SelfLink);
+    assert_eq!(t.devices[0].cpu_affinity.as_deref(), Some("0-19"));
+    assert_eq!(t.devices[0].numa_affinity.as_deref(), Some("0"));
+}
+
+#[test]
+fn v100_nics_named_by_device_and_pix_pairs() {
+    let t =
+        nvidia_smi_topo::parse(&fixture("nvidia_smi_topo", "v100-pcie-8gpu-pix-node-mlx5")).value;
+    assert_eq!(t.devices[8].label, "mlx5_0");
+    assert_eq!(t.devices[8].kind, TopoDeviceKind::Nic);
+    // 4+4 GPUs on two switches: 6+6 PIX pairs, 16 NODE pairs.
+    let pix = t
+        .pcie_gpu_pairs
+        .iter()
+        .filter(|p| p.link == LinkKind::Pix)
+        .count();
+    let node = t
+        .pcie_gpu_pairs
+        .iter()
+        .filter(|p| p.link == LinkKind::Node)
+        .count();
+    assert_eq!((pix, node), (12, 16));
+    // No GPU NUMA ID column in this older output.
+    assert_eq!(t.devices[0].gpu_numa_id, None);
+}

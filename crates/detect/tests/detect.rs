@@ -1,0 +1,72 @@
+//! `detect` on this machine, checked against independent evidence gathered by the test itself.
+
+use std::process::Command;
+use system_profile_detect::{detect, DetectOptions};
+
+fn cmd_exists(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn in_ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+#[tokio::test]
+async fn reports_the_tools_that_are_really_here() {
+    let report = detect(&DetectOptions::default()).await;
+    let tool = |id: &str| report.tools.iter().find(|t| t.id == id).unwrap().clone();
+    for (id, program) in [
+        ("strace", "strace"),
+        ("py_spy", "py-spy"),
+        ("iostat", "iostat"),
+        ("perf", "perf"),
+    ] {
+        let here = cmd_exists(program);
+        if in_ci() {
+            assert!(here, "{program} must be installed by .ci/run");
+        }
+        assert_eq!(tool(id).available, here, "{id}: {:?}", tool(id));
+    }
+    let time = tool("time");
+    assert_eq!(
+        time.available,
+        std::path::Path::new("/usr/bin/time").exists()
+    );
+    // No GPU on CI machines: NVML is data, not an error.
+    let nvml = tool("nvml");
+    if !nvml.available {
+        assert!(report.hardware.gpu.gpus.is_empty());
+        assert!(nvml.reason.unwrap().contains("NVML"));
+    }
+    // Python modules imported by the interpreter itself.
+    assert!(tool("cprofile").usable);
+    assert!(tool("tracemalloc").usable);
+    assert!(report.python.available && report.python.executable.is_some());
+    assert!(report.hardware.cpu.logical_cpus >= 1);
+    assert!(report.hardware.memory.total_bytes > 0);
+    assert_eq!(report.summary.checked, report.tools.len());
+}
+
+#[tokio::test]
+async fn perf_hardware_counters_reported_truthfully() {
+    if !cmd_exists("perf") {
+        assert!(!in_ci(), "perf must be installed by .ci/run");
+        return;
+    }
+    let independent = Command::new("perf")
+        .args(["stat", "-x,", "-e", "instructions", "true"])
+        .output()
+        .unwrap();
+    let unsupported = String::from_utf8_lossy(&independent.stderr).contains("<not supported>");
+    let report = detect(&DetectOptions::default()).await;
+    let perf = report.tools.iter().find(|t| t.id == "perf").unwrap();
+    let noted = perf
+        .notes
+        .iter()
+        .any(|n| n.contains("hardware counters not supported"));
+    assert_eq!(noted, unsupported, "{perf:?}");
+}

@@ -11,7 +11,6 @@ pub fn extract_version(banner: &str) -> Option<String> {
             let looks = w.contains('.')
                 && pieces.all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
             if looks {
-                // Keep a build suffix joined by '-' when the version is followed by one.
                 return Some(w.to_string());
             }
         }

@@ -17,16 +17,44 @@ pub use version::extract_version;
 #[cfg(target_os = "linux")]
 pub use linux::procfs::{parse_cpuinfo, parse_meminfo};
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use system_profile_model::detect::{DetectReport, DetectSummary};
 
+/// Called once as each part of the detection finishes, with the part's name
+/// (`permissions`, `container`, `hardware`, `gpu`, `python`, `tools`).
+pub type PartDone = Arc<dyn Fn(&'static str) + Send + Sync>;
+
+/// The parts `detect` runs in parallel, in the order they are named to `PartDone`'s caller.
+pub const DETECT_PARTS: [&str; 6] = [
+    "permissions",
+    "container",
+    "hardware",
+    "gpu",
+    "python",
+    "tools",
+];
+
 /// How to detect.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DetectOptions {
     /// The Python interpreter the target will use (a path or a name on PATH).
     pub python: String,
     /// Limit for each probe; torch's import gets four times this.
     pub probe_timeout: Duration,
+    /// Told as each part finishes (progress for long detections); `None` to stay quiet.
+    pub on_part_done: Option<PartDone>,
+}
+
+impl std::fmt::Debug for DetectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DetectOptions")
+            .field("python", &self.python)
+            .field("probe_timeout", &self.probe_timeout)
+            .field("on_part_done", &self.on_part_done.is_some())
+            .finish()
+    }
 }
 
 impl Default for DetectOptions {
@@ -34,8 +62,22 @@ impl Default for DetectOptions {
         DetectOptions {
             python: "python3".to_string(),
             probe_timeout: Duration::from_secs(5),
+            on_part_done: None,
         }
     }
+}
+
+/// Await `fut`, then tell `on_done` that `part` is finished.
+async fn part<T>(
+    part: &'static str,
+    on_done: Option<&PartDone>,
+    fut: impl Future<Output = T>,
+) -> T {
+    let value = fut.await;
+    if let Some(tell) = on_done {
+        tell(part);
+    }
+    value
 }
 
 /// Run every probe in parallel, each under its own timeout, and assemble the report.
@@ -46,12 +88,30 @@ pub async fn detect(opts: &DetectOptions) -> DetectReport {
     #[cfg(not(target_os = "linux"))]
     compile_error!("system-profile-detect reads /proc and /sys: Linux only");
 
-    let permissions_fut = tokio::task::spawn_blocking(linux::permissions::read);
-    let container_fut = tokio::task::spawn_blocking(linux::container::read);
-    let hardware_fut = tokio::task::spawn_blocking(linux::hardware::read);
-    let gpu_fut = gpu::probe(opts.probe_timeout);
-    let python_fut = python::probe(&opts.python, opts.probe_timeout);
-    let host_fut = probe::probe_host_tools(&opts.python, opts.probe_timeout);
+    let tell = opts.on_part_done.as_ref();
+    let [p_perm, p_cont, p_hw, p_gpu, p_py, p_tools] = DETECT_PARTS;
+    let permissions_fut = part(
+        p_perm,
+        tell,
+        tokio::task::spawn_blocking(linux::permissions::read),
+    );
+    let container_fut = part(
+        p_cont,
+        tell,
+        tokio::task::spawn_blocking(linux::container::read),
+    );
+    let hardware_fut = part(
+        p_hw,
+        tell,
+        tokio::task::spawn_blocking(linux::hardware::read),
+    );
+    let gpu_fut = part(p_gpu, tell, gpu::probe(opts.probe_timeout));
+    let python_fut = part(p_py, tell, python::probe(&opts.python, opts.probe_timeout));
+    let host_fut = part(
+        p_tools,
+        tell,
+        probe::probe_host_tools(&opts.python, opts.probe_timeout),
+    );
 
     let (permissions, container, hardware, gpu, python, host) = tokio::join!(
         permissions_fut,

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use system_profile_detect::{detect, DetectOptions};
+use system_profile_detect::{detect, DetectOptions, DETECT_PARTS};
 use system_profile_model::detect::{DetectReport, DetectToolsInput};
 
 /// What the engine is configured with.
@@ -23,6 +23,48 @@ impl Default for EngineConfig {
         EngineConfig {
             root: PathBuf::from("."),
             default_python: "python3".into(),
+        }
+    }
+}
+
+/// One step of a long call, for `notifications/progress`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressUpdate {
+    /// Work done so far; grows with every update of one call.
+    pub progress: f64,
+    /// Work in all, when known.
+    pub total: Option<f64>,
+    pub message: String,
+}
+
+/// Where a call reports its progress. `Progress::none()` when nobody listens.
+#[derive(Clone, Default)]
+pub struct Progress {
+    sink: Option<Arc<dyn Fn(ProgressUpdate) + Send + Sync>>,
+}
+
+impl Progress {
+    pub fn none() -> Self {
+        Progress { sink: None }
+    }
+
+    pub fn to(sink: impl Fn(ProgressUpdate) + Send + Sync + 'static) -> Self {
+        Progress {
+            sink: Some(Arc::new(sink)),
+        }
+    }
+
+    pub fn is_listening(&self) -> bool {
+        self.sink.is_some()
+    }
+
+    pub fn report(&self, progress: f64, total: Option<f64>, message: impl Into<String>) {
+        if let Some(sink) = &self.sink {
+            sink(ProgressUpdate {
+                progress,
+                total,
+                message: message.into(),
+            });
         }
     }
 }
@@ -59,7 +101,12 @@ impl Engine {
 
     /// Step 2 / 5.1: which tools, hardware and permissions this machine has. Cached per
     /// interpreter; concurrent first calls wait for one probe instead of running several.
-    pub async fn detect_tools(&self, input: DetectToolsInput) -> Result<DetectReport, EngineError> {
+    /// A probing call reports one progress step per part of the detection.
+    pub async fn detect_tools(
+        &self,
+        input: DetectToolsInput,
+        progress: &Progress,
+    ) -> Result<DetectReport, EngineError> {
         let python = match input.python.as_deref().map(str::trim) {
             Some("") => {
                 return Err(EngineError::InvalidInput {
@@ -88,9 +135,20 @@ impl Engine {
                 return Ok(report);
             }
         }
+        let total = DETECT_PARTS.len() as f64;
+        progress.report(0.0, Some(total), format!("probing with {python}"));
+        let on_part_done = progress.is_listening().then(|| {
+            let progress = progress.clone();
+            let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            Arc::new(move |part: &'static str| {
+                let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                progress.report(n as f64, Some(total), format!("{part} done"));
+            }) as system_profile_detect::PartDone
+        });
         let report = detect(&DetectOptions {
             python: python.clone(),
             probe_timeout,
+            on_part_done,
         })
         .await;
         cache.insert(python, Arc::new(report.clone()));
@@ -106,21 +164,24 @@ mod tests {
     async fn second_call_is_cached_and_refresh_probes_again() {
         let engine = Engine::new(EngineConfig::default());
         let first = engine
-            .detect_tools(DetectToolsInput::default())
+            .detect_tools(DetectToolsInput::default(), &Progress::none())
             .await
             .unwrap();
         assert!(!first.cached);
         let second = engine
-            .detect_tools(DetectToolsInput::default())
+            .detect_tools(DetectToolsInput::default(), &Progress::none())
             .await
             .unwrap();
         assert!(second.cached);
         assert_eq!(first.detected_at_unix_s, second.detected_at_unix_s);
         let third = engine
-            .detect_tools(DetectToolsInput {
-                refresh: true,
-                ..Default::default()
-            })
+            .detect_tools(
+                DetectToolsInput {
+                    refresh: true,
+                    ..Default::default()
+                },
+                &Progress::none(),
+            )
             .await
             .unwrap();
         assert!(!third.cached);
@@ -128,21 +189,60 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_probing_call_reports_every_part_and_a_cached_one_reports_none() {
+        let engine = Engine::new(EngineConfig::default());
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let progress = Progress::to(move |u| sink.lock().unwrap().push(u));
+        engine
+            .detect_tools(DetectToolsInput::default(), &progress)
+            .await
+            .unwrap();
+        let updates = seen.lock().unwrap().clone();
+        assert_eq!(updates.len(), DETECT_PARTS.len() + 1, "{updates:?}");
+        let steps: Vec<f64> = updates.iter().map(|u| u.progress).collect();
+        assert_eq!(steps, vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert!(updates.iter().all(|u| u.total == Some(6.0)));
+        let mut parts: Vec<&str> = updates[1..]
+            .iter()
+            .map(|u| u.message.trim_end_matches(" done"))
+            .collect();
+        parts.sort_unstable();
+        let mut expected = DETECT_PARTS.to_vec();
+        expected.sort_unstable();
+        assert_eq!(parts, expected);
+
+        seen.lock().unwrap().clear();
+        let cached = engine
+            .detect_tools(DetectToolsInput::default(), &progress)
+            .await
+            .unwrap();
+        assert!(cached.cached);
+        assert!(seen.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
     async fn bad_inputs_name_the_field() {
         let engine = Engine::new(EngineConfig::default());
         let err = engine
-            .detect_tools(DetectToolsInput {
-                probe_timeout_s: Some(-1.0),
-                ..Default::default()
-            })
+            .detect_tools(
+                DetectToolsInput {
+                    probe_timeout_s: Some(-1.0),
+                    ..Default::default()
+                },
+                &Progress::none(),
+            )
             .await
             .unwrap_err();
         assert!(err.to_string().contains("probe_timeout_s"));
         let err = engine
-            .detect_tools(DetectToolsInput {
-                python: Some("  ".into()),
-                ..Default::default()
-            })
+            .detect_tools(
+                DetectToolsInput {
+                    python: Some("  ".into()),
+                    ..Default::default()
+                },
+                &Progress::none(),
+            )
             .await
             .unwrap_err();
         assert!(err.to_string().contains("python"));

@@ -1,0 +1,12 @@
+//! The MCP/JSON-RPC face of system-profile, and the only crate that writes protocol messages:
+//! the tool registry and its JSON Schemas (`tools`), the MCP protocol rules of both eras
+//! (`protocol`), one jsonrpsee `RpcModule` routing every method (`router`), our stdio
+//! transport (`stdio`), the WebSocket/HTTP listener (`listen`), and the `system-profile` binary
+//! (`main.rs`: serve, call, schemas).
+
+pub mod cx;
+pub mod listen;
+pub mod protocol;
+pub mod router;
+pub mod stdio;
+pub mod tools;

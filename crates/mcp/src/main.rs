@@ -1,0 +1,314 @@
+//! `system-profile`: serve the MCP tools over stdio (or WebSocket/HTTP), call one tool from a
+//! shell, or write the tools' JSON Schemas. The glue between the libraries and the terminal:
+//! the one place that prints (stdout is the protocol in `serve`, the result in `call`).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use system_profile_engine::{Engine, EngineConfig, Progress};
+use system_profile_mcp::listen::{self, Exposure};
+use system_profile_mcp::router;
+use system_profile_mcp::stdio::{self, StdioConfig};
+use system_profile_mcp::tools::{self, ToolErrorKind};
+
+#[derive(Parser)]
+#[command(
+    name = "system-profile",
+    version,
+    about = "Profiling tools for agents: an MCP server and its CLI"
+)]
+struct Cli {
+    /// Log level for stderr (error, warn, info, debug, trace, or a tracing filter such as
+    /// `system_profile_mcp=debug`); RUST_LOG is read when this is not given.
+    #[arg(long, global = true)]
+    log_level: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone)]
+struct EngineArgs {
+    /// The project root: paths resolve against it, artifacts go to <root>/profile_output/.
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// The Python interpreter targets use when a call names none.
+    #[arg(long, default_value = "python3")]
+    python: String,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP over stdio (the default for Claude Code), or WebSocket/HTTP with --listen.
+    Serve {
+        #[command(flatten)]
+        engine: EngineArgs,
+        /// Serve JSON-RPC over WebSocket and HTTP on this address instead of stdio
+        /// (e.g. 127.0.0.1:8765; port 0 picks a free one).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        /// Allow --listen on an address other than loopback. The server has no authentication.
+        #[arg(long, requires = "listen")]
+        allow_remote: bool,
+        /// Seconds that calls still running when stdin closes may take to finish.
+        #[arg(long, default_value_t = 30.0)]
+        eof_grace_s: f64,
+    },
+    /// Run one tool and print its structured result as JSON (exit 1 when the tool fails,
+    /// 2 when the arguments are wrong).
+    Call {
+        #[command(flatten)]
+        engine: EngineArgs,
+        /// The tool, as tools/list names it (detect_tools).
+        tool: String,
+        /// The tool's arguments as a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+    },
+    /// Write every tool's input and output JSON Schema (2020-12) into a folder.
+    Schemas {
+        /// The folder to write (created when missing).
+        #[arg(long, default_value = "schemas")]
+        out: PathBuf,
+        /// Compare instead of writing: exit 1 and name the files that are stale.
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+fn init_logging(level: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(l) => EnvFilter::try_new(l).unwrap_or_else(|e| {
+            eprintln!("system-profile: --log-level {l:?} is not a valid filter ({e}); using warn");
+            EnvFilter::new("warn")
+        }),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+fn engine(args: &EngineArgs) -> Result<Arc<Engine>> {
+    let root = args
+        .root
+        .canonicalize()
+        .with_context(|| format!("--root {}: no such folder", args.root.display()))?;
+    if !root.is_dir() {
+        bail!("--root {} is not a folder", root.display());
+    }
+    Ok(Arc::new(Engine::new(EngineConfig {
+        root,
+        default_python: args.python.clone(),
+    })))
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot watch SIGTERM: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+    }
+}
+
+async fn serve(
+    engine_args: EngineArgs,
+    listen_addr: Option<String>,
+    allow_remote: bool,
+    eof_grace_s: f64,
+) -> Result<()> {
+    let engine = engine(&engine_args)?;
+    let module = router::build(engine);
+    match listen_addr {
+        None => {
+            if !(eof_grace_s.is_finite() && eof_grace_s >= 0.0) {
+                bail!("--eof-grace-s {eof_grace_s}: give seconds, 0 or more");
+            }
+            let config = StdioConfig {
+                eof_grace: Duration::from_secs_f64(eof_grace_s),
+                ..StdioConfig::default()
+            };
+            let end = stdio::serve(
+                module.into(),
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                config,
+                shutdown_signal(),
+            )
+            .await?;
+            tracing::info!(?end, "stdio session over");
+        }
+        Some(addr) => {
+            let exposure = if allow_remote {
+                Exposure::AllowRemote
+            } else {
+                Exposure::LoopbackOnly
+            };
+            let addr = listen::resolve(&addr, exposure).await?;
+            let listener = listen::start(module, addr).await?;
+            // The one line a script waits for; the port is real even when 0 was asked for.
+            eprintln!(
+                "system-profile: listening on http://{0} and ws://{0}",
+                listener.local_addr
+            );
+            shutdown_signal().await;
+            let _ = listener.handle.stop();
+            listener.handle.stopped().await;
+        }
+    }
+    Ok(())
+}
+
+async fn call(engine_args: EngineArgs, name: &str, arguments: &str) -> Result<ExitCode> {
+    let Some(tool) = tools::find(name) else {
+        let known: Vec<&str> = tools::tools().iter().map(|t| t.name).collect();
+        eprintln!(
+            "system-profile: no tool {name:?}; the tools are: {}",
+            known.join(", ")
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let arguments: serde_json::Value = match serde_json::from_str(arguments) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("system-profile: the arguments are not JSON ({e}); give an object such as '{{\"refresh\": true}}'");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let engine = engine(&engine_args)?;
+    match tool.call(&engine, arguments, &Progress::none()).await {
+        Ok(value) => {
+            println!("{}", serde_json::to_string_pretty(&value)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("system-profile: {name}: {}", e.message());
+            Ok(match e.kind() {
+                ToolErrorKind::InvalidArguments { .. } => ExitCode::from(2),
+                ToolErrorKind::Failed => ExitCode::from(1),
+            })
+        }
+    }
+}
+
+/// Write `text` to `path` through a temporary file and a rename, so no reader sees half a file.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+}
+
+fn is_schema_file(name: &str) -> bool {
+    name.ends_with(".input.json") || name.ends_with(".output.json")
+}
+
+fn schemas(out: &Path, check: bool) -> Result<ExitCode> {
+    let files = tools::schema_files();
+    let wanted: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    let existing: Vec<String> = match std::fs::read_dir(out) {
+        Ok(dir) => dir
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| is_schema_file(n))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let extra: Vec<&String> = existing
+        .iter()
+        .filter(|n| !wanted.contains(&n.as_str()))
+        .collect();
+    if check {
+        let mut stale: Vec<String> = files
+            .iter()
+            .filter(|(name, text)| {
+                std::fs::read_to_string(out.join(name)).ok().as_deref() != Some(text)
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        stale.extend(extra.iter().map(|n| format!("{n} (no such tool)")));
+        if stale.is_empty() {
+            eprintln!(
+                "system-profile: {} schema files in {} are current",
+                files.len(),
+                out.display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!(
+            "system-profile: stale schemas in {}: {}; run `system-profile schemas --out {}`",
+            out.display(),
+            stale.join(", "),
+            out.display()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    for (name, text) in &files {
+        write_atomically(&out.join(name), text)?;
+    }
+    for name in extra {
+        std::fs::remove_file(out.join(name)).with_context(|| format!("removing stale {name}"))?;
+    }
+    eprintln!(
+        "system-profile: wrote {} schema files to {}",
+        files.len(),
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_level.as_deref());
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("system-profile: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve {
+                engine,
+                listen,
+                allow_remote,
+                eof_grace_s,
+            } => serve(engine, listen, allow_remote, eof_grace_s)
+                .await
+                .map(|()| ExitCode::SUCCESS),
+            Command::Call {
+                engine,
+                tool,
+                arguments,
+            } => call(engine, &tool, &arguments).await,
+            Command::Schemas { out, check } => schemas(&out, check),
+        }
+    });
+    // Blocking readers (stdin) must not keep the process alive after the session is over.
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("system-profile: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

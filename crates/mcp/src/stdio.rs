@@ -1,0 +1,514 @@
+//! The stdio transport: one JSON-RPC message per line in, one per line out.
+//!
+//! jsonrpsee's `raw_json_request` routes the methods but takes only single requests with
+//! string or non-negative integer ids, refuses notifications and batches, and never shows the
+//! id to handlers. So this loop does the JSON-RPC envelope itself: it answers -32700 and
+//! -32600, handles notifications (`notifications/cancelled`) and batches, gives every request
+//! an internal string id and restores the client's exact id in the answer (strings, negative
+//! and fractional numbers, kept verbatim through serde_json's `arbitrary_precision`), and runs
+//! each request as its own task so a slow call never blocks `ping`, and a cancelled call is
+//! aborted (which drops its futures and so kills its child process groups).
+
+use crate::cx::{self, CallCx};
+use crate::protocol::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
+use jsonrpsee::Methods;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinHandle, JoinSet};
+
+/// How the stdio loop behaves.
+#[derive(Debug, Clone)]
+pub struct StdioConfig {
+    /// A line longer than this is answered with -32600 and skipped, not buffered.
+    pub max_line_bytes: usize,
+    /// After stdin closes, how long in-flight calls may run on before they are aborted.
+    pub eof_grace: Duration,
+}
+
+impl Default for StdioConfig {
+    fn default() -> Self {
+        StdioConfig {
+            max_line_bytes: 16 * 1024 * 1024,
+            eof_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdioEnd {
+    /// stdin closed; in-flight calls finished (or ran out of grace).
+    Eof,
+    /// The shutdown future fired (SIGTERM, SIGINT); in-flight calls were aborted.
+    Shutdown,
+    /// stdout closed: nobody is listening any more.
+    OutputClosed,
+}
+
+/// Requests in flight, by the client's id as JSON text, so `notifications/cancelled` can abort
+/// them.
+type InFlight = Arc<Mutex<HashMap<String, AbortHandle>>>;
+
+struct Dispatcher {
+    methods: Methods,
+    outbox: cx::Outbox,
+    in_flight: InFlight,
+    next_id: AtomicU64,
+}
+
+/// One answer: the client's id exactly as it was written, and `result` or `error`.
+#[derive(Debug, Serialize)]
+struct Answer {
+    jsonrpc: &'static str,
+    id: Box<RawValue>,
+    #[serde(flatten)]
+    body: Map<String, Value>,
+}
+
+fn null_id() -> Box<RawValue> {
+    RawValue::from_string("null".into()).expect("null is JSON")
+}
+
+fn error_response(id: Box<RawValue>, code: i32, message: impl Into<String>) -> Answer {
+    let mut body = Map::new();
+    body.insert(
+        "error".into(),
+        json!({ "code": code, "message": message.into() }),
+    );
+    Answer {
+        jsonrpc: "2.0",
+        id,
+        body,
+    }
+}
+
+/// The `id` of a message as written, for echoing it byte for byte.
+#[derive(Deserialize)]
+struct RawId {
+    #[serde(default)]
+    id: Option<Box<RawValue>>,
+}
+
+/// What one message of a line is, once its envelope is checked.
+enum Message {
+    Request {
+        id: Value,
+        raw_id: Box<RawValue>,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+    /// A response to a request of ours (we send none), or something to drop silently.
+    Ignored,
+    /// Not a valid request: answer this error (with the id when it could be read).
+    Invalid(Answer),
+}
+
+fn classify(raw: &RawValue) -> Message {
+    let msg: Value = match serde_json::from_str(raw.get()) {
+        Ok(v) => v,
+        Err(e) => return Message::Invalid(error_response(null_id(), PARSE_ERROR, e.to_string())),
+    };
+    let Value::Object(mut obj) = msg else {
+        return Message::Invalid(error_response(
+            null_id(),
+            INVALID_REQUEST,
+            "invalid request: a JSON-RPC message must be an object",
+        ));
+    };
+    // A usable id, or null when it is absent or of a type JSON-RPC does not allow.
+    let id = match obj.get("id") {
+        Some(v @ (Value::String(_) | Value::Number(_) | Value::Null)) => Some(v.clone()),
+        Some(_) => {
+            return Message::Invalid(error_response(
+                null_id(),
+                INVALID_REQUEST,
+                "invalid request: `id` must be a string, a number or null",
+            ))
+        }
+        None => None,
+    };
+    let raw_id = match &id {
+        Some(Value::Null) | None => null_id(),
+        Some(_) => serde_json::from_str::<RawId>(raw.get())
+            .ok()
+            .and_then(|r| r.id)
+            .unwrap_or_else(null_id),
+    };
+    if obj.get("jsonrpc") != Some(&json!("2.0")) {
+        return Message::Invalid(error_response(
+            raw_id,
+            INVALID_REQUEST,
+            "invalid request: `jsonrpc` must be \"2.0\"",
+        ));
+    }
+    let method = match obj.remove("method") {
+        Some(Value::String(m)) => m,
+        Some(_) => {
+            return Message::Invalid(error_response(
+                raw_id,
+                INVALID_REQUEST,
+                "invalid request: `method` must be a string",
+            ))
+        }
+        None if obj.contains_key("result") || obj.contains_key("error") => return Message::Ignored,
+        None => {
+            return Message::Invalid(error_response(
+                raw_id,
+                INVALID_REQUEST,
+                "invalid request: missing `method`",
+            ))
+        }
+    };
+    let params = match obj.remove("params") {
+        None => None,
+        Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p),
+        Some(_) => {
+            return Message::Invalid(error_response(
+                raw_id,
+                INVALID_REQUEST,
+                "invalid request: `params` must be an object or an array",
+            ))
+        }
+    };
+    match id {
+        Some(id) => Message::Request {
+            id,
+            raw_id,
+            method,
+            params,
+        },
+        None => Message::Notification { method, params },
+    }
+}
+
+/// jsonrpsee's -32601 says only "Method not found"; name the method and what exists.
+fn explain_unknown_method(body: &mut Map<String, Value>, method: &str) {
+    let Some(Value::Object(err)) = body.get_mut("error") else {
+        return;
+    };
+    if err.get("code") == Some(&json!(METHOD_NOT_FOUND)) {
+        err.insert(
+            "message".into(),
+            json!(format!(
+                "unknown method `{method}`: MCP clients use initialize or server/discover, \
+                 tools/list and tools/call; scripts may call a tool by its name (detect_tools)"
+            )),
+        );
+    }
+}
+
+impl Dispatcher {
+    /// Handle one message; the returned task yields its answer (None for notifications).
+    fn dispatch(self: &Arc<Self>, msg: &RawValue) -> Option<JoinHandle<Option<Answer>>> {
+        match classify(msg) {
+            Message::Invalid(answer) => Some(tokio::spawn(async move { Some(answer) })),
+            Message::Ignored => None,
+            Message::Notification { method, params } => {
+                self.notification(&method, params.as_ref());
+                None
+            }
+            Message::Request {
+                id,
+                raw_id,
+                method,
+                params,
+            } => Some(self.request(&id, raw_id, method, params)),
+        }
+    }
+
+    fn notification(&self, method: &str, params: Option<&Value>) {
+        match method {
+            "notifications/cancelled" => {
+                let Some(request_id) = params.and_then(|p| p.get("requestId")) else {
+                    tracing::warn!("notifications/cancelled without requestId: ignored");
+                    return;
+                };
+                let key = request_id.to_string();
+                let handle = self.in_flight.lock().ok().and_then(|mut m| m.remove(&key));
+                match handle {
+                    Some(h) => {
+                        tracing::info!(request = %key, "cancelled by the client");
+                        h.abort();
+                    }
+                    // Already answered, or never seen: the spec says to ignore it.
+                    None => tracing::debug!(request = %key, "cancel for no call in flight"),
+                }
+            }
+            "notifications/initialized" => tracing::debug!("client initialized"),
+            other => tracing::debug!(method = other, "notification ignored"),
+        }
+    }
+
+    fn request(
+        self: &Arc<Self>,
+        id: &Value,
+        raw_id: Box<RawValue>,
+        method: String,
+        params: Option<Value>,
+    ) -> JoinHandle<Option<Answer>> {
+        // Keyed by the parsed id, as `notifications/cancelled` will name it.
+        let key = id.to_string();
+        let this = Arc::clone(self);
+        let internal = format!("sp-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let mut request = json!({ "jsonrpc": "2.0", "id": internal, "method": &method });
+        if let Some(p) = params {
+            request["params"] = p;
+        }
+        let key_done = key.clone();
+        let handle = tokio::spawn(async move {
+            let cx = CallCx {
+                outbox: this.outbox.clone(),
+            };
+            let answer =
+                cx::scope(cx, this.methods.raw_json_request(&request.to_string(), 1)).await;
+            if let Ok(mut m) = this.in_flight.lock() {
+                m.remove(&key_done);
+            }
+            let parsed = answer.map_err(|e| e.to_string()).and_then(|(raw, _)| {
+                serde_json::from_str::<Map<String, Value>>(raw.get()).map_err(|e| e.to_string())
+            });
+            let mut body = match parsed {
+                Ok(mut m) => {
+                    m.remove("jsonrpc");
+                    m.remove("id");
+                    m
+                }
+                Err(e) => return Some(error_response(raw_id, INTERNAL_ERROR, e)),
+            };
+            explain_unknown_method(&mut body, &method);
+            Some(Answer {
+                jsonrpc: "2.0",
+                id: raw_id,
+                body,
+            })
+        });
+        if let Ok(mut m) = self.in_flight.lock() {
+            // A client reusing the id of a call still running loses the ability to cancel the
+            // first one by id; both still get their answers.
+            m.insert(key, handle.abort_handle());
+        }
+        handle
+    }
+
+    fn send<T: Serialize>(&self, answer: &T) {
+        match serde_json::to_string(answer) {
+            Ok(text) => {
+                let _ = self.outbox.send(text);
+            }
+            Err(e) => tracing::error!("cannot encode an answer: {e}"),
+        }
+    }
+
+    /// Handle one line of input.
+    fn line(self: &Arc<Self>, line: &[u8], tasks: &mut JoinSet<()>) {
+        let text = match std::str::from_utf8(line) {
+            Ok(t) => t.trim(),
+            Err(_) => {
+                self.send(&error_response(
+                    null_id(),
+                    PARSE_ERROR,
+                    "parse error: the line is not UTF-8",
+                ));
+                return;
+            }
+        };
+        if text.is_empty() {
+            return;
+        }
+        // Parse once for validity and shape, keeping every member's text for exact ids.
+        let parsed = if text.starts_with('[') {
+            serde_json::from_str::<Vec<Box<RawValue>>>(text).map(Some)
+        } else {
+            serde_json::from_str::<Box<RawValue>>(text).map(|_| None)
+        };
+        let batch = match parsed {
+            Ok(b) => b,
+            Err(e) => {
+                self.send(&error_response(
+                    null_id(),
+                    PARSE_ERROR,
+                    format!("parse error: {e}"),
+                ));
+                return;
+            }
+        };
+        match batch {
+            Some(batch) if batch.is_empty() => self.send(&error_response(
+                null_id(),
+                INVALID_REQUEST,
+                "invalid request: an empty batch",
+            )),
+            Some(batch) => {
+                let handles: Vec<_> = batch.iter().filter_map(|m| self.dispatch(m)).collect();
+                let this = Arc::clone(self);
+                tasks.spawn(async move {
+                    let mut answers = Vec::new();
+                    for h in handles {
+                        // A cancelled member is left out of the batch's answer.
+                        if let Ok(Some(a)) = h.await {
+                            answers.push(a);
+                        }
+                    }
+                    // A batch of notifications only is not answered at all.
+                    if !answers.is_empty() {
+                        this.send(&answers);
+                    }
+                });
+            }
+            None => {
+                let Ok(single) = serde_json::from_str::<&RawValue>(text) else {
+                    return;
+                };
+                if let Some(h) = self.dispatch(single) {
+                    let this = Arc::clone(self);
+                    tasks.spawn(async move {
+                        if let Ok(Some(a)) = h.await {
+                            this.send(&a);
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    fn abort_all(&self) {
+        if let Ok(mut m) = self.in_flight.lock() {
+            for (_, h) in m.drain() {
+                h.abort();
+            }
+        }
+    }
+}
+
+/// Read one line of at most `max` bytes (the newline excluded). `Ok(None)` at EOF;
+/// `Ok(Some(Err(n)))` when the line was longer and `n` bytes of it were skipped.
+async fn read_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<Result<(), usize>>> {
+    buf.clear();
+    let mut skipped = 0usize;
+    loop {
+        let chunk = reader.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(match (buf.is_empty(), skipped) {
+                (true, 0) => None,
+                (_, 0) => Some(Ok(())),
+                (_, n) => Some(Err(n)),
+            });
+        }
+        let (part, found) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (&chunk[..i], Some(i + 1)),
+            None => (chunk, None),
+        };
+        if skipped == 0 && buf.len() + part.len() <= max {
+            buf.extend_from_slice(part);
+        } else {
+            skipped += buf.len() + part.len();
+            buf.clear();
+        }
+        let consumed = found.unwrap_or(chunk.len());
+        reader.consume(consumed);
+        if found.is_some() {
+            return Ok(Some(if skipped == 0 { Ok(()) } else { Err(skipped) }));
+        }
+    }
+}
+
+/// Serve `methods` over a line-delimited reader and writer until EOF, `shutdown`, or the
+/// writer closes.
+pub async fn serve<R, W>(
+    methods: Methods,
+    input: R,
+    mut output: W,
+    config: StdioConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<StdioEnd>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (outbox, mut outgoing) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(async move {
+        while let Some(line) = outgoing.recv().await {
+            let mut bytes = line.into_bytes();
+            bytes.push(b'\n');
+            if output.write_all(&bytes).await.is_err() || output.flush().await.is_err() {
+                return false;
+            }
+        }
+        true
+    });
+    let dispatcher = Arc::new(Dispatcher {
+        methods,
+        outbox,
+        in_flight: Arc::new(Mutex::new(HashMap::new())),
+        next_id: AtomicU64::new(1),
+    });
+    let mut tasks = JoinSet::new();
+    let mut reader = BufReader::new(input);
+    let mut buf = Vec::new();
+    tokio::pin!(shutdown);
+
+    let end = loop {
+        tokio::select! {
+            () = &mut shutdown => break StdioEnd::Shutdown,
+            read = read_line(&mut reader, &mut buf, config.max_line_bytes) => match read {
+                Ok(None) => break StdioEnd::Eof,
+                Ok(Some(Ok(()))) => dispatcher.line(&buf, &mut tasks),
+                Ok(Some(Err(skipped))) => dispatcher.send(&error_response(
+                    null_id(),
+                    INVALID_REQUEST,
+                    format!(
+                        "invalid request: a line of {skipped} bytes is over the limit of {} bytes",
+                        config.max_line_bytes
+                    ),
+                )),
+                Err(e) => {
+                    tracing::warn!("reading stdin failed: {e}");
+                    break StdioEnd::Eof;
+                }
+            },
+            // Reap finished answer tasks so the set does not grow without bound.
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+        if writer.is_finished() {
+            break StdioEnd::OutputClosed;
+        }
+    };
+
+    match end {
+        StdioEnd::Eof => {
+            let drain = async { while tasks.join_next().await.is_some() {} };
+            tokio::select! {
+                () = drain => {}
+                () = tokio::time::sleep(config.eof_grace) => {
+                    tracing::warn!("stdin closed; aborting calls still running after {:?}", config.eof_grace);
+                }
+                () = &mut shutdown => {}
+            }
+        }
+        StdioEnd::Shutdown | StdioEnd::OutputClosed => {}
+    }
+    dispatcher.abort_all();
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    // Dropping the last sender lets the writer flush what is queued and stop.
+    drop(dispatcher);
+    // Aborted calls drop their copies of the outbox as the runtime reaps them; do not wait long.
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    Ok(end)
+}

@@ -1,0 +1,304 @@
+//! The tool registry: every tool's name, title, description, annotations, JSON Schemas (2020-12,
+//! from schemars) and the engine call behind it. `tools/list`, `tools/call`, the plain JSON-RPC
+//! methods, `system-profile call` and `system-profile schemas` all read this one table.
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use system_profile_engine::{Engine, EngineError, Progress};
+use system_profile_model::detect::{DetectReport, DetectToolsInput};
+
+/// What a client may assume about a tool (MCP `ToolAnnotations`).
+#[derive(Debug, Clone, Copy)]
+pub struct Annotations {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    /// Reaches beyond this machine (network services).
+    pub open_world: bool,
+}
+
+type CallFn =
+    for<'a> fn(&'a Engine, Value, &'a Progress) -> BoxFuture<'a, Result<Value, ToolError>>;
+
+/// One tool of the server.
+pub struct ToolDef {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    pub annotations: Annotations,
+    input_schema: fn() -> Value,
+    output_schema: fn() -> Value,
+    call: CallFn,
+}
+
+impl ToolDef {
+    pub fn input_schema(&self) -> Value {
+        (self.input_schema)()
+    }
+
+    pub fn output_schema(&self) -> Value {
+        (self.output_schema)()
+    }
+
+    /// Run the tool on JSON arguments (`null` or absent means `{}`).
+    pub async fn call(
+        &self,
+        engine: &Engine,
+        arguments: Value,
+        progress: &Progress,
+    ) -> Result<Value, ToolError> {
+        (self.call)(engine, arguments, progress).await
+    }
+
+    /// The tool as `tools/list` describes it.
+    pub fn describe(&self) -> Value {
+        json!({
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema(),
+            "outputSchema": self.output_schema(),
+            "annotations": {
+                "title": self.title,
+                "readOnlyHint": self.annotations.read_only,
+                "destructiveHint": self.annotations.destructive,
+                "idempotentHint": self.annotations.idempotent,
+                "openWorldHint": self.annotations.open_world,
+            },
+        })
+    }
+}
+
+/// Why a tool call failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    kind: ToolErrorKind,
+    message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolErrorKind {
+    /// The arguments do not fit the input schema; `field` names the culprit when there is one.
+    InvalidArguments { field: Option<String> },
+    /// The tool ran and failed (target crashed, tool missing, path refused).
+    Failed,
+}
+
+impl ToolError {
+    pub fn kind(&self) -> &ToolErrorKind {
+        &self.kind
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    fn invalid(field: Option<String>, message: String) -> Self {
+        ToolError {
+            kind: ToolErrorKind::InvalidArguments { field },
+            message,
+        }
+    }
+}
+
+impl From<EngineError> for ToolError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::InvalidInput { field, .. } => {
+                ToolError::invalid(Some(field.to_string()), e.to_string())
+            }
+        }
+    }
+}
+
+/// Decode arguments into `T`, naming the field that does not fit.
+pub fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, ToolError> {
+    let arguments = match arguments {
+        Value::Null => Value::Object(Map::new()),
+        Value::Object(m) => Value::Object(m),
+        other => {
+            return Err(ToolError::invalid(
+                None,
+                format!(
+                    "arguments must be a JSON object, not {}",
+                    json_type_name(&other)
+                ),
+            ))
+        }
+    };
+    serde_path_to_error::deserialize(arguments).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // serde names an unknown field in its message but leaves the path at the parent.
+        let field = if path == "." {
+            inner
+                .strip_prefix("unknown field `")
+                .and_then(|rest| rest.split('`').next())
+                .map(str::to_string)
+        } else {
+            Some(path)
+        };
+        let message = match &field {
+            Some(f) => format!("invalid argument `{f}`: {inner}"),
+            None => format!("invalid arguments: {inner}"),
+        };
+        ToolError::invalid(field, message)
+    })
+}
+
+pub fn json_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The JSON Schema (2020-12) of `T`, as a JSON value.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|e| {
+        // A schema that cannot be serialised is a bug in a model type; say so in the schema.
+        json!({ "type": "object", "description": format!("schema unavailable: {e}") })
+    });
+    drop_rust_number_formats(&mut schema);
+    schema
+}
+
+/// schemars marks Rust number types with formats JSON Schema does not define (`uint`,
+/// `uint32`, `double`, ...); validators such as ajv warn on each. The bounds that matter
+/// (`minimum: 0`) are kept as schema keywords.
+fn drop_rust_number_formats(schema: &mut Value) {
+    const RUST_FORMATS: [&str; 12] = [
+        "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64",
+        "float", "double",
+    ];
+    match schema {
+        Value::Object(m) => {
+            if matches!(m.get("format"), Some(Value::String(f)) if RUST_FORMATS.contains(&f.as_str()))
+            {
+                m.remove("format");
+            }
+            m.values_mut().for_each(drop_rust_number_formats);
+        }
+        Value::Array(a) => a.iter_mut().for_each(drop_rust_number_formats),
+        _ => {}
+    }
+}
+
+fn to_value<T: Serialize>(value: &T) -> Result<Value, ToolError> {
+    serde_json::to_value(value).map_err(|e| ToolError {
+        kind: ToolErrorKind::Failed,
+        message: format!("could not encode the result: {e}"),
+    })
+}
+
+fn detect_tools_call<'a>(
+    engine: &'a Engine,
+    arguments: Value,
+    progress: &'a Progress,
+) -> BoxFuture<'a, Result<Value, ToolError>> {
+    Box::pin(async move {
+        let input: DetectToolsInput = decode_arguments(arguments)?;
+        let report = engine.detect_tools(input, progress).await?;
+        to_value(&report)
+    })
+}
+
+static TOOLS: [ToolDef; 1] = [ToolDef {
+    name: "detect_tools",
+    title: "Detect profilers, hardware and permissions",
+    description: "Which profilers are installed and usable here (checked, not assumed: perf's \
+        counters and perf_event_paranoid, ptrace for py-spy and strace, Python modules imported \
+        by the target's interpreter), with version, path, the reason when unusable and the \
+        install or permission hint; the CPU, NUMA nodes and memory; NVIDIA GPUs through NVML with \
+        their NVLink/PCIe topology; container and cgroup limits; the Python environment (torch, \
+        CUDA, NCCL). Cached per interpreter for the session; pass refresh: true to probe again.",
+    annotations: Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    },
+    input_schema: schema_of::<DetectToolsInput>,
+    output_schema: schema_of::<DetectReport>,
+    call: detect_tools_call,
+}];
+
+/// Every tool, in the fixed order `tools/list` gives.
+pub fn tools() -> &'static [ToolDef] {
+    &TOOLS
+}
+
+pub fn find(name: &str) -> Option<&'static ToolDef> {
+    TOOLS.iter().find(|t| t.name == name)
+}
+
+/// The files `system-profile schemas` writes: `<tool>.input.json` and `<tool>.output.json` for
+/// every tool, pretty-printed with a final newline, in a fixed order.
+pub fn schema_files() -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    for tool in tools() {
+        for (suffix, schema) in [
+            ("input", tool.input_schema()),
+            ("output", tool.output_schema()),
+        ] {
+            let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+            text.push('\n');
+            files.push((format!("{}.{suffix}.json", tool.name), text));
+        }
+    }
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_arguments_name_the_field() {
+        let err =
+            decode_arguments::<DetectToolsInput>(json!({"probe_timeout_s": "fast"})).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            &ToolErrorKind::InvalidArguments {
+                field: Some("probe_timeout_s".into())
+            }
+        );
+        assert!(err.message().contains("`probe_timeout_s`"), "{err}");
+        let err = decode_arguments::<DetectToolsInput>(json!({"pyhton": "python3"})).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            &ToolErrorKind::InvalidArguments {
+                field: Some("pyhton".into())
+            }
+        );
+        let err = decode_arguments::<DetectToolsInput>(json!([1])).unwrap_err();
+        assert!(err.message().contains("an array"), "{err}");
+        let ok: DetectToolsInput = decode_arguments(Value::Null).unwrap();
+        assert_eq!(ok, DetectToolsInput::default());
+    }
+
+    #[test]
+    fn schemas_are_2020_12_objects() {
+        for tool in tools() {
+            for schema in [tool.input_schema(), tool.output_schema()] {
+                assert_eq!(
+                    schema["$schema"], "https://json-schema.org/draft/2020-12/schema",
+                    "{}",
+                    tool.name
+                );
+                assert_eq!(schema["type"], "object", "{}", tool.name);
+                let text = schema.to_string();
+                assert!(!text.contains(r#""format":"uint"#), "{}", tool.name);
+                assert!(!text.contains(r#""format":"double""#), "{}", tool.name);
+            }
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Real MCP clients: the official Python SDK (legacy and 2026-07-28 modes) and the MCP
+//! Inspector CLI, both installed by `.ci/run`.
+
+use crate::util::*;
+use serde_json::Value;
+use std::process::Command;
+
+fn python_sdk() -> Option<std::path::PathBuf> {
+    let python = workspace_root().join(".venv/bin/python");
+    let present = python.exists()
+        && Command::new(&python)
+            .args(["-c", "import mcp.client.client"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+    require("the MCP Python SDK (.venv, pip mcp)", present).then_some(python)
+}
+
+fn run_python_sdk(mode: &str) -> Option<Value> {
+    let python = python_sdk()?;
+    let root = tempfile::tempdir().unwrap();
+    let out = Command::new(python)
+        .arg(workspace_root().join("tests/clients/python_sdk_client.py"))
+        .args([mode, BIN])
+        .arg(root.path())
+        .env("PATH", path_with_venv())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the SDK client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// What both eras must see the same way.
+fn assert_detect_through_sdk(r: &Value) {
+    assert_eq!(r["tools"][0]["name"], "detect_tools");
+    assert_eq!(r["tools"][0]["has_output_schema"], true);
+    assert_eq!(r["tools"][0]["read_only"], true);
+    assert_eq!(r["is_error"], false);
+    assert_eq!(r["text_equals_structured"], true);
+    let ids: Vec<&str> = r["tool_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for id in [
+        "cprofile",
+        "py_spy",
+        "perf",
+        "memray",
+        "nvidia_smi",
+        "nsys",
+        "strace",
+        "iostat",
+    ] {
+        assert!(ids.contains(&id), "{id} missing from {ids:?}");
+    }
+    // What the SDK sees agrees with this machine.
+    assert_eq!(r["usable"]["strace"], cmd_exists("strace"));
+    assert_eq!(
+        r["usable"]["nvidia_smi"], false,
+        "no GPU tools on this machine"
+    );
+    if require(
+        "py-spy",
+        cmd_exists(&format!(
+            "{}/py-spy",
+            workspace_root().join(".venv/bin").display()
+        )),
+    ) {
+        assert_eq!(r["usable"]["py_spy"], true, "{}", r["usable"]);
+    }
+    let steps: Vec<f64> = r["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["progress"].as_f64().unwrap())
+        .collect();
+    assert_eq!(steps.first(), Some(&0.0));
+    assert_eq!(steps.last(), Some(&6.0));
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+    assert_eq!(r["bad_is_error"], true);
+    assert!(r["bad_text"].as_str().unwrap().contains("probe_timeout_s"));
+}
+
+#[test]
+fn python_sdk_legacy_mode_lists_and_calls_detect_tools() {
+    let Some(r) = run_python_sdk("legacy") else {
+        return;
+    };
+    assert_eq!(r["protocol_version"], "2025-11-25");
+    assert_eq!(r["discovered"], false);
+    assert_detect_through_sdk(&r);
+}
+
+#[test]
+fn python_sdk_auto_mode_discovers_2026_07_28_and_calls_detect_tools() {
+    let Some(r) = run_python_sdk("auto") else {
+        return;
+    };
+    assert_eq!(r["protocol_version"], "2026-07-28");
+    assert_eq!(r["discovered"], true);
+    assert_detect_through_sdk(&r);
+}
+
+fn inspector(args: &[&str]) -> Option<Value> {
+    let clients = workspace_root().join("tests/clients");
+    let bin = clients.join("node_modules/.bin/mcp-inspector");
+    if !require(
+        "the MCP Inspector CLI (npm ci in tests/clients)",
+        bin.exists(),
+    ) {
+        return None;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let out = Command::new(bin)
+        .arg("--cli")
+        .arg(BIN)
+        .args(["serve", "--root"])
+        .arg(root.path())
+        .args(args)
+        .env("PATH", path_with_venv())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "inspector failed: {stderr}");
+    // ajv warns about schema keywords it cannot check; our schemas must give it none.
+    assert!(!stderr.contains("unknown format"), "{stderr}");
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn mcp_inspector_cli_lists_tools_and_calls_detect_tools() {
+    let Some(list) = inspector(&["--method", "tools/list"]) else {
+        return;
+    };
+    assert_eq!(list["tools"][0]["name"], "detect_tools");
+    assert_eq!(list["tools"][0]["annotations"]["readOnlyHint"], true);
+    assert_eq!(
+        list["tools"][0]["outputSchema"]["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+    let Some(called) = inspector(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "detect_tools",
+        "--tool-arg",
+        "refresh=true",
+    ]) else {
+        return;
+    };
+    assert_eq!(called["isError"], false, "{called}");
+    let report = &called["structuredContent"];
+    assert_eq!(report["cached"], false);
+    assert!(report["hardware"]["cpu"]["logical_cpus"].as_u64().unwrap() >= 1);
+    assert_eq!(report["hardware"]["gpu"]["gpus"], serde_json::json!([]));
+}

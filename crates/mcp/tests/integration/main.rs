@@ -1,0 +1,8 @@
+//! One integration-test binary: the real `system-profile` spawned and driven over stdio,
+//! HTTP and WebSocket, from the CLI, and by the official MCP clients.
+
+mod cli;
+mod clients;
+mod listen;
+mod stdio;
+mod util;

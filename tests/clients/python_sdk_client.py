@@ -1,0 +1,64 @@
+"""Drive `system-profile serve` with the official MCP Python SDK (pinned in .ci/run).
+
+Usage: python_sdk_client.py MODE SERVER_BINARY [ROOT]
+  MODE: legacy (initialize handshake) | auto (server/discover probe, 2026-07-28 when offered)
+
+Connects, lists the tools, calls detect_tools with a progress callback, and prints one JSON
+object describing what the SDK saw (negotiated version, tools, structured result, progress),
+for the Rust integration test to assert on. Exit status 0 unless the SDK raised.
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+
+async def main(mode: str, binary: str, root: str) -> dict:
+    server = StdioServerParameters(command=binary, args=["serve", "--root", root])
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append({"progress": value, "total": total, "message": message})
+
+    async with Client(server, mode=mode) as client:
+        session = client.session
+        listed = await client.list_tools()
+        result = await client.call_tool(
+            "detect_tools", {"refresh": True}, progress_callback=on_progress
+        )
+        bad = await client.call_tool("detect_tools", {"probe_timeout_s": "soon"})
+        structured = result.structured_content or {}
+        return {
+            "mode": mode,
+            "protocol_version": session.protocol_version,
+            "discovered": session.discover_result is not None,
+            "tools": [
+                {
+                    "name": t.name,
+                    "title": t.title,
+                    "has_output_schema": t.output_schema is not None,
+                    "read_only": bool(t.annotations and t.annotations.read_only_hint),
+                }
+                for t in listed.tools
+            ],
+            "is_error": result.is_error,
+            "text_equals_structured": json.loads(result.content[0].text) == structured,
+            "tool_ids": [t["id"] for t in structured.get("tools", [])],
+            "usable": {t["id"]: t["usable"] for t in structured.get("tools", [])},
+            "perf_notes": next(
+                (t.get("notes", []) for t in structured.get("tools", []) if t["id"] == "perf"),
+                [],
+            ),
+            "progress": progress,
+            "bad_is_error": bad.is_error,
+            "bad_text": bad.content[0].text if bad.content else "",
+        }
+
+
+if __name__ == "__main__":
+    mode, binary = sys.argv[1], sys.argv[2]
+    root = sys.argv[3] if len(sys.argv) > 3 else "."
+    print(json.dumps(asyncio.run(main(mode, binary, root))))

@@ -105,9 +105,8 @@ fn tools_list(params: Params<'static>) -> Answer {
             "unknown `cursor` {cursor}: tools/list returns every tool in one page"
         )));
     }
-    let list: Vec<Value> = tools::tools().iter().map(|t| t.describe()).collect();
     let mut body = Map::new();
-    body.insert("tools".into(), Value::Array(list));
+    body.insert("tools".into(), Value::Array(tools::described().to_vec()));
     Ok(finish_result(body, meta.era, Some(LIST_CACHE)))
 }
 

@@ -464,6 +464,8 @@ where
     tokio::pin!(shutdown);
 
     let end = loop {
+        // Only shutdown may interrupt a read: `read_line` is not cancel-safe (a line half read
+        // would be lost), and on shutdown nothing more is read anyway.
         tokio::select! {
             () = &mut shutdown => break StdioEnd::Shutdown,
             read = read_line(&mut reader, &mut buf, config.max_line_bytes) => match read {
@@ -482,9 +484,9 @@ where
                     break StdioEnd::Eof;
                 }
             },
-            // Reap finished answer tasks so the set does not grow without bound.
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }
+        // Reap finished answer tasks so the set does not grow without bound.
+        while tasks.try_join_next().is_some() {}
         if writer.is_finished() {
             break StdioEnd::OutputClosed;
         }

@@ -236,6 +236,13 @@ pub fn tools() -> &'static [ToolDef] {
     &TOOLS
 }
 
+/// Every tool as `tools/list` describes it, built once: schema generation is the costly part
+/// of answering `tools/list`.
+pub fn described() -> &'static [Value] {
+    static DESCRIBED: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+    DESCRIBED.get_or_init(|| tools().iter().map(ToolDef::describe).collect())
+}
+
 pub fn find(name: &str) -> Option<&'static ToolDef> {
     TOOLS.iter().find(|t| t.name == name)
 }

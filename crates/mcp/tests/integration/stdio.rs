@@ -413,3 +413,69 @@ fn an_oversized_line_is_refused_without_ending_the_session() {
     let r = s.recv();
     assert_eq!(r["error"]["code"], -32700);
 }
+
+#[test]
+fn a_hung_probe_is_bounded_by_its_timeout() {
+    let mut s = Server::spawn(&[]);
+    let pidfile = s.root.path().join("pids");
+    let python = slow_python(s.root.path(), &pidfile);
+    let t0 = Instant::now();
+    let r = s.ask(
+        &json!({"jsonrpc":"2.0","id":1,"method":"detect_tools",
+                "params":{"python": python, "probe_timeout_s": 0.5}})
+        .to_string(),
+    );
+    // The module probe gets 0.5 s, torch's 4x that; everything else answers meanwhile.
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let py = &r["result"]["python"];
+    assert_eq!(py["available"], false, "{py}");
+    assert!(py["reason"].as_str().unwrap().contains("timed out"), "{py}");
+    assert!(r["result"]["tools"].as_array().unwrap().len() > 20);
+    assert!(pids_in(&pidfile).iter().all(|p| !alive(*p)));
+}
+
+#[test]
+fn logs_go_to_stderr_and_stdout_carries_only_protocol_messages() {
+    let root = tempfile::tempdir().unwrap();
+    let input = [
+        initialize(1, "2025-11-25"),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+        "garbage".to_string(),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"detect_tools","_meta":{"progressToken":1}}}"#.to_string(),
+    ]
+    .join("\n");
+    let mut child = std::process::Command::new(BIN)
+        .args(["serve", "--log-level", "trace", "--root"])
+        .arg(root.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let mut answered = Vec::new();
+    for line in stdout.lines() {
+        let msg: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(msg["jsonrpc"], "2.0", "{line}");
+        if let Some(id) = msg.get("id") {
+            answered.push(id.clone());
+        }
+    }
+    // Requests run concurrently, so answers may come in any order.
+    answered.sort_by_key(|v| v.to_string());
+    assert_eq!(answered, vec![json!(1), json!(2), Value::Null]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("TRACE") || stderr.contains("DEBUG"),
+        "{stderr}"
+    );
+}

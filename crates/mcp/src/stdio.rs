@@ -54,8 +54,9 @@ pub enum StdioEnd {
 }
 
 /// Requests in flight, by the client's id as JSON text, so `notifications/cancelled` can abort
-/// them.
-type InFlight = Arc<Mutex<HashMap<String, AbortHandle>>>;
+/// them; each with the internal sequence number of its request, so a finished call removes its
+/// own entry and never that of a later request that reused its id.
+type InFlight = Arc<Mutex<HashMap<String, (u64, AbortHandle)>>>;
 
 struct Dispatcher {
     methods: Methods,
@@ -238,7 +239,7 @@ impl Dispatcher {
                 let key = request_id.to_string();
                 let handle = self.in_flight.lock().ok().and_then(|mut m| m.remove(&key));
                 match handle {
-                    Some(h) => {
+                    Some((_, h)) => {
                         tracing::info!(request = %key, "cancelled by the client");
                         h.abort();
                     }
@@ -261,12 +262,16 @@ impl Dispatcher {
         // Keyed by the parsed id, as `notifications/cancelled` will name it.
         let key = id.to_string();
         let this = Arc::clone(self);
-        let internal = format!("sp-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let seq = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let internal = format!("sp-{seq}");
         let mut request = json!({ "jsonrpc": "2.0", "id": internal, "method": &method });
         if let Some(p) = params {
             request["params"] = p;
         }
         let key_done = key.clone();
+        // Spawn and register under the lock: the task's own removal takes the same lock, so a
+        // call that finishes at once cannot leave its entry behind.
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         let handle = tokio::spawn(async move {
             let cx = CallCx {
                 outbox: this.outbox.clone(),
@@ -274,7 +279,9 @@ impl Dispatcher {
             let answer =
                 cx::scope(cx, this.methods.raw_json_request(&request.to_string(), 1)).await;
             if let Ok(mut m) = this.in_flight.lock() {
-                m.remove(&key_done);
+                if m.get(&key_done).is_some_and(|(s, _)| *s == seq) {
+                    m.remove(&key_done);
+                }
             }
             let parsed = answer.map_err(|e| e.to_string()).and_then(|(raw, _)| {
                 serde_json::from_str::<Map<String, Value>>(raw.get()).map_err(|e| e.to_string())
@@ -294,11 +301,10 @@ impl Dispatcher {
                 body,
             })
         });
-        if let Ok(mut m) = self.in_flight.lock() {
-            // A client reusing the id of a call still running loses the ability to cancel the
-            // first one by id; both still get their answers.
-            m.insert(key, handle.abort_handle());
-        }
+        // A client reusing the id of a call still running can cancel only the later one by
+        // that id; both still get their answers.
+        in_flight.insert(key, (seq, handle.abort_handle()));
+        drop(in_flight);
         handle
     }
 
@@ -385,7 +391,7 @@ impl Dispatcher {
 
     fn abort_all(&self) {
         if let Ok(mut m) = self.in_flight.lock() {
-            for (_, h) in m.drain() {
+            for (_, (_, h)) in m.drain() {
                 h.abort();
             }
         }
@@ -513,4 +519,36 @@ where
     // Aborted calls drop their copies of the outbox as the runtime reaps them; do not wait long.
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     Ok(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn finished_calls_leave_no_entry_to_cancel() {
+        let mut module = jsonrpsee::RpcModule::new(());
+        module
+            .register_method("ping", |_, _, _| serde_json::json!({}))
+            .unwrap();
+        let (outbox, mut answers) = mpsc::unbounded_channel();
+        let dispatcher = Arc::new(Dispatcher {
+            methods: module.into(),
+            outbox,
+            in_flight: Arc::new(Mutex::new(HashMap::new())),
+            next_id: AtomicU64::new(1),
+        });
+        let mut tasks = JoinSet::new();
+        for i in 0..500 {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{},"method":"ping"}}"#, i % 7);
+            dispatcher.line(line.as_bytes(), &mut tasks);
+        }
+        while tasks.join_next().await.is_some() {}
+        let mut n = 0;
+        while answers.try_recv().is_ok() {
+            n += 1;
+        }
+        assert_eq!(n, 500);
+        assert!(dispatcher.in_flight.lock().unwrap().is_empty());
+    }
 }

@@ -176,10 +176,9 @@ async fn serve(
 
 async fn call(engine_args: EngineArgs, name: &str, arguments: &str) -> Result<ExitCode> {
     let Some(tool) = tools::find(name) else {
-        let known: Vec<&str> = tools::tools().iter().map(|t| t.name).collect();
         eprintln!(
             "system-profile: no tool {name:?}; the tools are: {}",
-            known.join(", ")
+            tools::names()
         );
         return Ok(ExitCode::from(2));
     };

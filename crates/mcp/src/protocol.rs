@@ -90,10 +90,10 @@ pub struct RequestMeta {
 }
 
 impl RequestMeta {
-    /// Read `params._meta`; -32022 when it names a protocol version we do not speak, -32602
-    /// when `_meta` or its version is not of the right type.
-    pub fn read(params: Option<&Value>) -> Result<RequestMeta, ErrorObjectOwned> {
-        let meta = match params.and_then(|p| p.get("_meta")) {
+    /// Read a request's `params._meta`; -32022 when it names a protocol version we do not
+    /// speak, -32602 when `_meta` or its version is not of the right type.
+    pub fn read(meta: Option<&Value>) -> Result<RequestMeta, ErrorObjectOwned> {
+        let meta = match meta {
             None | Some(Value::Null) => None,
             Some(Value::Object(m)) => Some(m),
             Some(_) => return Err(invalid_params("`_meta` must be an object")),
@@ -178,23 +178,25 @@ mod tests {
 
     #[test]
     fn meta_decides_the_era_and_refuses_unknown_versions_with_the_supported_list() {
-        let none = RequestMeta::read(Some(&json!({}))).unwrap();
+        let none = RequestMeta::read(None).unwrap();
         assert_eq!(none.era, Era::Handshake);
-        let modern = RequestMeta::read(Some(&json!({"_meta": {
-            PROTOCOL_VERSION_META_KEY: "2026-07-28", "progressToken": 7}})))
+        let modern = RequestMeta::read(Some(&json!({
+            PROTOCOL_VERSION_META_KEY: "2026-07-28", "progressToken": 7})))
         .unwrap();
         assert_eq!(modern.era, Era::Modern);
         assert_eq!(modern.progress_token, Some(json!(7)));
-        let err = RequestMeta::read(Some(&json!({"_meta": {
-            PROTOCOL_VERSION_META_KEY: "2099-01-01"}})))
+        let err = RequestMeta::read(Some(&json!({
+            PROTOCOL_VERSION_META_KEY: "2099-01-01"})))
         .unwrap_err();
         assert_eq!(err.code(), UNSUPPORTED_PROTOCOL_VERSION);
         let data: Value = serde_json::from_str(err.data().unwrap().get()).unwrap();
         assert_eq!(data["requested"], "2099-01-01");
         assert_eq!(data["supported"][0], "2026-07-28");
-        let err = RequestMeta::read(Some(&json!({"_meta": {"progressToken": [1]}}))).unwrap_err();
+        let err = RequestMeta::read(Some(&json!({"progressToken": [1]}))).unwrap_err();
         assert_eq!(err.code(), INVALID_PARAMS);
         assert!(err.message().contains("progressToken"));
+        let err = RequestMeta::read(Some(&json!("2026-07-28"))).unwrap_err();
+        assert_eq!(err.code(), INVALID_PARAMS);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::protocol::{
     self, capabilities, error, finish_result, invalid_params, negotiate_handshake, server_info,
     supported_versions, CacheHint, Era, RequestMeta, INSTRUCTIONS,
 };
-use crate::tools::{self, json_type_name, ToolErrorKind};
+use crate::tools::{self, json_type_name, ToolDef, ToolErrorKind};
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 use jsonrpsee::RpcModule;
 use serde_json::{json, Map, Value};
@@ -30,6 +30,9 @@ pub struct ServerState {
 }
 
 type Answer = Result<Value, ErrorObjectOwned>;
+
+/// A method answered at once, from its params alone.
+type SyncHandler = fn(&Params<'_>) -> Answer;
 
 /// The request's params as a JSON object (absent means empty). Positional params are refused:
 /// every method here takes named fields.
@@ -53,26 +56,33 @@ fn read_request(
     params: &Params<'_>,
 ) -> Result<(Map<String, Value>, RequestMeta), ErrorObjectOwned> {
     let object = params_object(params)?;
-    let meta = RequestMeta::read(Some(&Value::Object(object.clone())))?;
+    let meta = RequestMeta::read(object.get("_meta"))?;
     Ok((object, meta))
 }
 
-fn initialize(params: Params<'static>) -> Answer {
-    let (p, _) = read_request(&params)?;
-    let requested = match p.get("protocolVersion") {
-        Some(Value::String(v)) => v.as_str(),
-        Some(other) => {
-            return Err(invalid_params(format!(
-                "`protocolVersion` must be a string, not {}",
-                json_type_name(other)
-            )))
-        }
-        None => {
-            return Err(invalid_params(
-                "missing `protocolVersion`: send the MCP version the client speaks, e.g. \"2025-11-25\"",
-            ))
-        }
-    };
+/// The string param `field`, or -32602 naming it (`what` says what it is for when missing).
+fn string_field<'a>(
+    p: &'a Map<String, Value>,
+    field: &str,
+    what: &str,
+) -> Result<&'a str, ErrorObjectOwned> {
+    match p.get(field) {
+        Some(Value::String(v)) => Ok(v),
+        Some(other) => Err(invalid_params(format!(
+            "`{field}` must be a string, not {}",
+            json_type_name(other)
+        ))),
+        None => Err(invalid_params(format!("missing `{field}`: {what}"))),
+    }
+}
+
+fn initialize(params: &Params<'_>) -> Answer {
+    let (p, _) = read_request(params)?;
+    let requested = string_field(
+        &p,
+        "protocolVersion",
+        "send the MCP version the client speaks, e.g. \"2025-11-25\"",
+    )?;
     Ok(json!({
         "protocolVersion": negotiate_handshake(requested),
         "capabilities": capabilities(),
@@ -81,14 +91,14 @@ fn initialize(params: Params<'static>) -> Answer {
     }))
 }
 
-fn ping(params: Params<'static>) -> Answer {
-    let (_, meta) = read_request(&params)?;
+fn ping(params: &Params<'_>) -> Answer {
+    let (_, meta) = read_request(params)?;
     Ok(finish_result(Map::new(), meta.era, None))
 }
 
-fn discover(params: Params<'static>) -> Answer {
+fn discover(params: &Params<'_>) -> Answer {
     // Read for its checks: a version we do not speak is -32022 here as everywhere.
-    read_request(&params)?;
+    read_request(params)?;
     let mut body = Map::new();
     body.insert("supportedVersions".into(), json!(supported_versions()));
     body.insert("capabilities".into(), capabilities());
@@ -98,8 +108,8 @@ fn discover(params: Params<'static>) -> Answer {
     Ok(finish_result(body, Era::Modern, Some(LIST_CACHE)))
 }
 
-fn tools_list(params: Params<'static>) -> Answer {
-    let (p, meta) = read_request(&params)?;
+fn tools_list(params: &Params<'_>) -> Answer {
+    let (p, meta) = read_request(params)?;
     if let Some(cursor) = p.get("cursor").filter(|c| !c.is_null()) {
         return Err(invalid_params(format!(
             "unknown `cursor` {cursor}: tools/list returns every tool in one page"
@@ -112,21 +122,11 @@ fn tools_list(params: Params<'static>) -> Answer {
 
 async fn tools_call(params: Params<'static>, state: Arc<ServerState>) -> Answer {
     let (mut p, meta) = read_request(&params)?;
-    let name = match p.get("name") {
-        Some(Value::String(n)) => n.clone(),
-        Some(other) => {
-            return Err(invalid_params(format!(
-                "`name` must be a string, not {}",
-                json_type_name(other)
-            )))
-        }
-        None => return Err(invalid_params("missing `name`: the tool to call")),
-    };
-    let Some(tool) = tools::find(&name) else {
-        let known: Vec<&str> = tools::tools().iter().map(|t| t.name).collect();
+    let name = string_field(&p, "name", "the tool to call")?;
+    let Some(tool) = tools::find(name) else {
         return Err(invalid_params(format!(
             "unknown tool `{name}` in `name`; tools/list names them: {}",
-            known.join(", ")
+            tools::names()
         )));
     };
     let arguments = p.remove("arguments").unwrap_or(Value::Null);
@@ -155,13 +155,12 @@ async fn tools_call(params: Params<'static>, state: Arc<ServerState>) -> Answer 
 
 /// A tool as a plain method: the structured result itself, or a JSON-RPC error.
 async fn plain_call(
-    name: &'static str,
+    tool: &'static ToolDef,
     params: Params<'static>,
     state: Arc<ServerState>,
 ) -> Answer {
     let (mut p, meta) = read_request(&params)?;
     p.remove("_meta");
-    let tool = tools::find(name).ok_or_else(|| error(protocol::METHOD_NOT_FOUND, name, None))?;
     let progress = cx::progress_for(&meta);
     tool.call(&state.engine, Value::Object(p), &progress)
         .await
@@ -179,25 +178,23 @@ async fn plain_call(
 pub fn build(engine: Arc<Engine>) -> RpcModule<ServerState> {
     let mut module = RpcModule::new(ServerState { engine });
     let once = "MCP method names are registered once";
-    module
-        .register_method("initialize", |p, _, _| initialize(p.into_owned()))
-        .expect(once);
-    module
-        .register_method("ping", |p, _, _| ping(p.into_owned()))
-        .expect(once);
-    module
-        .register_method("server/discover", |p, _, _| discover(p.into_owned()))
-        .expect(once);
-    module
-        .register_method("tools/list", |p, _, _| tools_list(p.into_owned()))
-        .expect(once);
+    let sync: [(&'static str, SyncHandler); 4] = [
+        ("initialize", initialize),
+        ("ping", ping),
+        ("server/discover", discover),
+        ("tools/list", tools_list),
+    ];
+    for (name, handler) in sync {
+        module
+            .register_method(name, move |p, _, _| handler(&p))
+            .expect(once);
+    }
     module
         .register_async_method("tools/call", |p, state, _| tools_call(p, state))
         .expect(once);
     for tool in tools::tools() {
-        let name = tool.name;
         module
-            .register_async_method(name, move |p, state, _| plain_call(name, p, state))
+            .register_async_method(tool.name, move |p, state, _| plain_call(tool, p, state))
             .expect("tool names are unique and differ from MCP method names");
     }
     module

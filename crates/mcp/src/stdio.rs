@@ -14,7 +14,7 @@ use crate::protocol::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_E
 use jsonrpsee::Methods;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,6 +53,12 @@ pub enum StdioEnd {
     OutputClosed,
 }
 
+/// One line of input: a message or a batch of them, each still as its text.
+enum Line<'a> {
+    Single(&'a RawValue),
+    Batch(Vec<&'a RawValue>),
+}
+
 /// Requests in flight, by the client's id as JSON text, so `notifications/cancelled` can abort
 /// them; each with the internal sequence number of its request, so a finished call removes its
 /// own entry and never that of a later request that reused its id.
@@ -65,13 +71,25 @@ struct Dispatcher {
     next_id: AtomicU64,
 }
 
-/// One answer: the client's id exactly as it was written, and `result` or `error`.
+/// One answer: the client's id exactly as it was written, and `result` or `error`. The result
+/// stays the text the router wrote: only the id is swapped, never the whole answer re-encoded.
 #[derive(Debug, Serialize)]
 struct Answer {
     jsonrpc: &'static str,
     id: Box<RawValue>,
-    #[serde(flatten)]
-    body: Map<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<Box<RawValue>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Value>,
+}
+
+/// The router's answer to an internal request, taken apart.
+#[derive(Deserialize)]
+struct RouterAnswer {
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    error: Option<Value>,
 }
 
 fn null_id() -> Box<RawValue> {
@@ -79,15 +97,11 @@ fn null_id() -> Box<RawValue> {
 }
 
 fn error_response(id: Box<RawValue>, code: i32, message: impl Into<String>) -> Answer {
-    let mut body = Map::new();
-    body.insert(
-        "error".into(),
-        json!({ "code": code, "message": message.into() }),
-    );
     Answer {
         jsonrpc: "2.0",
         id,
-        body,
+        result: None,
+        error: Some(json!({ "code": code, "message": message.into() })),
     }
 }
 
@@ -195,8 +209,8 @@ fn classify(raw: &RawValue) -> Message {
 }
 
 /// jsonrpsee's -32601 says only "Method not found"; name the method and what exists.
-fn explain_unknown_method(body: &mut Map<String, Value>, method: &str) {
-    let Some(Value::Object(err)) = body.get_mut("error") else {
+fn explain_unknown_method(error: &mut Value, method: &str) {
+    let Value::Object(err) = error else {
         return;
     };
     if err.get("code") == Some(&json!(METHOD_NOT_FOUND)) {
@@ -284,21 +298,25 @@ impl Dispatcher {
                 }
             }
             let parsed = answer.map_err(|e| e.to_string()).and_then(|(raw, _)| {
-                serde_json::from_str::<Map<String, Value>>(raw.get()).map_err(|e| e.to_string())
+                serde_json::from_str::<RouterAnswer>(raw.get()).map_err(|e| e.to_string())
             });
-            let mut body = match parsed {
-                Ok(mut m) => {
-                    m.remove("jsonrpc");
-                    m.remove("id");
-                    m
-                }
+            let RouterAnswer { result, mut error } = match parsed {
+                Ok(a) => a,
                 Err(e) => return Some(error_response(raw_id, INTERNAL_ERROR, e)),
             };
-            explain_unknown_method(&mut body, &method);
+            if let Some(error) = &mut error {
+                explain_unknown_method(error, &method);
+            }
+            // `"result": null` reads back as None; an answer must still carry one of the two.
+            let result = match (&error, result) {
+                (None, None) => Some(RawValue::from_string("null".into()).expect("null is JSON")),
+                (_, result) => result,
+            };
             Some(Answer {
                 jsonrpc: "2.0",
                 id: raw_id,
-                body,
+                result,
+                error,
             })
         });
         // A client reusing the id of a call still running can cancel only the later one by
@@ -335,12 +353,12 @@ impl Dispatcher {
         }
         // Parse once for validity and shape, keeping every member's text for exact ids.
         let parsed = if text.starts_with('[') {
-            serde_json::from_str::<Vec<Box<RawValue>>>(text).map(Some)
+            serde_json::from_str::<Vec<&RawValue>>(text).map(Line::Batch)
         } else {
-            serde_json::from_str::<Box<RawValue>>(text).map(|_| None)
+            serde_json::from_str::<&RawValue>(text).map(Line::Single)
         };
-        let batch = match parsed {
-            Ok(b) => b,
+        let line = match parsed {
+            Ok(l) => l,
             Err(e) => {
                 self.send(&error_response(
                     null_id(),
@@ -350,14 +368,14 @@ impl Dispatcher {
                 return;
             }
         };
-        match batch {
-            Some(batch) if batch.is_empty() => self.send(&error_response(
+        match line {
+            Line::Batch(batch) if batch.is_empty() => self.send(&error_response(
                 null_id(),
                 INVALID_REQUEST,
                 "invalid request: an empty batch",
             )),
-            Some(batch) => {
-                let handles: Vec<_> = batch.iter().filter_map(|m| self.dispatch(m)).collect();
+            Line::Batch(batch) => {
+                let handles: Vec<_> = batch.into_iter().filter_map(|m| self.dispatch(m)).collect();
                 let this = Arc::clone(self);
                 tasks.spawn(async move {
                     let mut answers = Vec::new();
@@ -373,10 +391,7 @@ impl Dispatcher {
                     }
                 });
             }
-            None => {
-                let Ok(single) = serde_json::from_str::<&RawValue>(text) else {
-                    return;
-                };
+            Line::Single(single) => {
                 if let Some(h) = self.dispatch(single) {
                     let this = Arc::clone(self);
                     tasks.spawn(async move {

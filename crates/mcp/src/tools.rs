@@ -243,6 +243,12 @@ pub fn described() -> &'static [Value] {
     DESCRIBED.get_or_init(|| tools().iter().map(ToolDef::describe).collect())
 }
 
+/// The tools' names, comma-separated, for messages that say which tools exist.
+pub fn names() -> String {
+    let names: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
+    names.join(", ")
+}
+
 pub fn find(name: &str) -> Option<&'static ToolDef> {
     TOOLS.iter().find(|t| t.name == name)
 }

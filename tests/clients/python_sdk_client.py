@@ -3,9 +3,10 @@
 Usage: python_sdk_client.py MODE SERVER_BINARY [ROOT]
   MODE: legacy (initialize handshake) | auto (server/discover probe, 2026-07-28 when offered)
 
-Connects, lists the tools, calls detect_tools with a progress callback, and prints one JSON
-object describing what the SDK saw (negotiated version, tools, structured result, progress),
-for the Rust integration test to assert on. Exit status 0 unless the SDK raised.
+Connects, lists the tools, calls detect_tools with a progress callback, identifies the
+script `work.py memory` in ROOT and plans for the target the SDK got back (the structured
+result passed through as is), and prints one JSON object describing what the SDK saw, for the
+Rust integration test to assert on. Exit status 0 unless the SDK raised.
 """
 
 import asyncio
@@ -30,7 +31,18 @@ async def main(mode: str, binary: str, root: str) -> dict:
             "detect_tools", {"refresh": True}, progress_callback=on_progress
         )
         bad = await client.call_tool("detect_tools", {"probe_timeout_s": "soon"})
+        target = await client.call_tool("identify_target", {"arguments": "work.py --n 3 memory"})
+        plan_progress = []
+
+        async def on_plan_progress(value, total, message):
+            plan_progress.append(value)
+
+        plan = await client.call_tool(
+            "plan_profile", {"target": target.structured_content}, progress_callback=on_plan_progress
+        )
         structured = result.structured_content or {}
+        t = target.structured_content or {}
+        p = plan.structured_content or {}
         return {
             "mode": mode,
             "protocol_version": session.protocol_version,
@@ -55,6 +67,21 @@ async def main(mode: str, binary: str, root: str) -> dict:
             "progress": progress,
             "bad_is_error": bad.is_error,
             "bad_text": bad.content[0].text if bad.content else "",
+            "target": {
+                "is_error": target.is_error,
+                "kind": t.get("kind"),
+                "focus": t.get("focus"),
+                "argv": (t.get("script") or {}).get("argv"),
+                "needs_clarification": t.get("needs_clarification"),
+            },
+            "plan": {
+                "is_error": plan.is_error,
+                "text_equals_structured": json.loads(plan.content[0].text) == p,
+                "recipe": (p.get("recipe") or {}).get("id"),
+                "methods": [s["method"] for s in p.get("steps", [])],
+                "run_profiler": [s["run_profiler"] for s in p.get("steps", [])],
+                "progress": plan_progress,
+            },
         }
 
 

@@ -8,6 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use system_profile_detect::{detect, DetectOptions, DETECT_PARTS};
 use system_profile_model::detect::{DetectReport, DetectToolsInput};
+use system_profile_model::plan::{Plan, PlanProfileInput, TargetSpec};
+use system_profile_model::target::{IdentifyTargetInput, Target};
+use system_profile_plan::identify::{identify, IdentifyOptions};
+use system_profile_plan::planner::{plan, PlanOptions};
+use system_profile_plan::Recipes;
 
 /// What the engine is configured with.
 #[derive(Debug, Clone)]
@@ -97,6 +102,133 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// The directory a call's relative paths resolve in: `cwd` against the root, which must
+    /// exist and be a directory.
+    fn resolve_cwd(&self, cwd: Option<&str>) -> Result<PathBuf, EngineError> {
+        let root = std::path::absolute(&self.config.root).unwrap_or(self.config.root.clone());
+        let dir = match cwd.map(str::trim) {
+            None | Some("") => root,
+            Some(c) => root.join(c),
+        };
+        if !dir.is_dir() {
+            return Err(EngineError::InvalidInput {
+                field: "cwd",
+                message: format!(
+                    "{} is not a directory; give a directory that exists (relative to {})",
+                    dir.display(),
+                    self.config.root.display()
+                ),
+            });
+        }
+        Ok(dir.canonicalize().unwrap_or(dir))
+    }
+
+    fn python_arg(&self, python: Option<&str>) -> Result<Option<String>, EngineError> {
+        match python.map(str::trim) {
+            Some("") => Err(EngineError::InvalidInput {
+                field: "python",
+                message: "empty interpreter name; omit it for the default or give a path".into(),
+            }),
+            other => Ok(other.map(str::to_string)),
+        }
+    }
+
+    /// Step 1: what the user's words name, resolved against this machine.
+    pub async fn identify_target(&self, input: IdentifyTargetInput) -> Result<Target, EngineError> {
+        let opts = IdentifyOptions {
+            cwd: self.resolve_cwd(input.cwd.as_deref())?,
+            python: self.python_arg(input.python.as_deref())?,
+            default_python: self.config.default_python.clone(),
+            helper_timeout: Duration::from_secs(15),
+        };
+        Ok(identify(&input.arguments, &opts, Recipes::builtin()).await)
+    }
+
+    /// Step 2: an ordered plan for a target (identified first when given as raw arguments),
+    /// from its recipe and the tools detected for its interpreter.
+    pub async fn plan_profile(
+        &self,
+        input: PlanProfileInput,
+        progress: &Progress,
+    ) -> Result<Plan, EngineError> {
+        if let Some(b) = input.time_budget_s {
+            if !(b.is_finite() && (1.0..=86400.0).contains(&b)) {
+                return Err(EngineError::InvalidInput {
+                    field: "time_budget_s",
+                    message: format!("{b} is out of range: give seconds between 1 and 86400"),
+                });
+            }
+        }
+        let python = self.python_arg(input.python.as_deref())?;
+        let mut stale = None;
+        let target =
+            match input.target {
+                TargetSpec::Arguments(arguments) => {
+                    self.identify_target(IdentifyTargetInput {
+                        arguments,
+                        cwd: input.cwd.clone(),
+                        python: python.clone(),
+                    })
+                    .await?
+                }
+                TargetSpec::Identified(t) => {
+                    // A target identified earlier may have lost its processes since.
+                    let gone: Vec<u32> = t
+                        .processes
+                        .iter()
+                        .map(|p| p.pid)
+                        .filter(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+                        .collect();
+                    if gone.is_empty() {
+                        *t
+                    } else {
+                        stale =
+                            Some(format!(
+                        "re-identified `{}`: process(es) {} of the given target have exited",
+                        t.arguments,
+                        gone.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+                    ));
+                        self.identify_target(IdentifyTargetInput {
+                            arguments: t.arguments.clone(),
+                            cwd: Some(t.cwd.clone()),
+                            python: python.clone(),
+                        })
+                        .await?
+                    }
+                }
+            };
+        let detect_python = python.or_else(|| {
+            target
+                .python
+                .as_ref()
+                .map(|p| p.executable.clone().unwrap_or(p.requested.clone()))
+        });
+        let detect = self
+            .detect_tools(
+                DetectToolsInput {
+                    python: detect_python,
+                    ..Default::default()
+                },
+                progress,
+            )
+            .await?;
+        let mut p = plan(
+            &target,
+            &detect,
+            Recipes::builtin(),
+            &PlanOptions {
+                focus: input.focus,
+                time_budget_s: input.time_budget_s,
+                root: self.config.root.clone(),
+                program_exists: |p| system_profile_exec::which(p).is_some(),
+            },
+        );
+        if let Some(note) = stale {
+            p.notes.insert(0, note);
+        }
+        Ok(p)
     }
 
     /// Step 2 / 5.1: which tools, hardware and permissions this machine has. Cached per
@@ -219,6 +351,55 @@ mod tests {
             .unwrap();
         assert!(cached.cached);
         assert!(seen.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_target_whose_process_exited_is_identified_again() {
+        let engine = Engine::new(EngineConfig::default());
+        // Started through a shell that exits, so the sleeper is not this test's child (the
+        // identification leaves its own process tree out).
+        let out = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 >/dev/null 2>&1 & echo $!"])
+            .output()
+            .unwrap();
+        let pid: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        let target = engine
+            .identify_target(IdentifyTargetInput {
+                arguments: format!("pid {pid}"),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(!target.needs_clarification, "{:?}", target.questions);
+        // SAFETY: kill has no memory preconditions; the PID is the sleeper started above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+        for _ in 0..100 {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let plan = engine
+            .plan_profile(
+                PlanProfileInput {
+                    target: TargetSpec::Identified(Box::new(target)),
+                    focus: Vec::new(),
+                    time_budget_s: None,
+                    cwd: None,
+                    python: None,
+                },
+                &Progress::none(),
+            )
+            .await
+            .unwrap();
+        assert!(plan.notes[0].contains("re-identified"), "{:?}", plan.notes);
+        assert!(plan.needs_clarification);
+        assert!(
+            plan.questions[0].contains(&format!("No process {pid}")),
+            "{:?}",
+            plan.questions
+        );
+        assert!(plan.steps.is_empty());
     }
 
     #[tokio::test]

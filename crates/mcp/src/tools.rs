@@ -9,6 +9,9 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use system_profile_engine::{Engine, EngineError, Progress};
 use system_profile_model::detect::{DetectReport, DetectToolsInput};
+use system_profile_model::plan::{Plan, PlanProfileInput};
+use system_profile_model::recipe::Recipe;
+use system_profile_model::target::{IdentifyTargetInput, Target};
 
 /// What a client may assume about a tool (MCP `ToolAnnotations`).
 #[derive(Debug, Clone, Copy)]
@@ -133,10 +136,12 @@ pub fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, Tool
     serde_path_to_error::deserialize(arguments).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        // serde names an unknown field in its message but leaves the path at the parent.
+        // serde names an unknown or missing field in its message but leaves the path at the
+        // parent.
         let field = if path == "." {
             inner
                 .strip_prefix("unknown field `")
+                .or_else(|| inner.strip_prefix("missing field `"))
                 .and_then(|rest| rest.split('`').next())
                 .map(str::to_string)
         } else {
@@ -211,25 +216,96 @@ fn detect_tools_call<'a>(
     })
 }
 
-static TOOLS: [ToolDef; 1] = [ToolDef {
-    name: "detect_tools",
-    title: "Detect profilers, hardware and permissions",
-    description: "Which profilers are installed and usable here (checked, not assumed: perf's \
+fn identify_target_call<'a>(
+    engine: &'a Engine,
+    arguments: Value,
+    _progress: &'a Progress,
+) -> BoxFuture<'a, Result<Value, ToolError>> {
+    Box::pin(async move {
+        let input: IdentifyTargetInput = decode_arguments(arguments)?;
+        to_value(&engine.identify_target(input).await?)
+    })
+}
+
+fn plan_profile_call<'a>(
+    engine: &'a Engine,
+    arguments: Value,
+    progress: &'a Progress,
+) -> BoxFuture<'a, Result<Value, ToolError>> {
+    Box::pin(async move {
+        let input: PlanProfileInput = decode_arguments(arguments)?;
+        to_value(&engine.plan_profile(input, progress).await?)
+    })
+}
+
+static TOOLS: [ToolDef; 3] = [
+    ToolDef {
+        name: "identify_target",
+        title: "Identify the profiling target",
+        description:
+            "Step 1 of /system-profile: turn what the user typed after the command (English or \
+        Japanese, possibly mixed with focus words such as gpu, memory, interconnect, メモリ, 通信) \
+        into a resolved target: a Python script (interpreter and argv), a module, a command, a \
+        running PID (cmdline, user, children, Python version), a service name (matching \
+        processes), a function or line range (file and lines from the syntax tree), a framework \
+        or whole system (vLLM serving, torch training/DDP, autogen, SGLang, Ray, Triton: its \
+        running components and entry points), or focus only. Empty, unknown or ambiguous input \
+        gives needs_clarification: true with concrete questions to ask the user; nothing is \
+        guessed.",
+        annotations: Annotations {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        input_schema: schema_of::<IdentifyTargetInput>,
+        output_schema: schema_of::<Target>,
+        call: identify_target_call,
+    },
+    ToolDef {
+        name: "detect_tools",
+        title: "Detect profilers, hardware and permissions",
+        description: "Which profilers are installed and usable here (checked, not assumed: perf's \
         counters and perf_event_paranoid, ptrace for py-spy and strace, Python modules imported \
         by the target's interpreter), with version, path, the reason when unusable and the \
         install or permission hint; the CPU, NUMA nodes and memory; NVIDIA GPUs through NVML with \
         their NVLink/PCIe topology; container and cgroup limits; the Python environment (torch, \
         CUDA, NCCL). Cached per interpreter for the session; pass refresh: true to probe again.",
-    annotations: Annotations {
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
+        annotations: Annotations {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        input_schema: schema_of::<DetectToolsInput>,
+        output_schema: schema_of::<DetectReport>,
+        call: detect_tools_call,
     },
-    input_schema: schema_of::<DetectToolsInput>,
-    output_schema: schema_of::<DetectReport>,
-    call: detect_tools_call,
-}];
+    ToolDef {
+        name: "plan_profile",
+        title: "Plan the profile",
+        description:
+            "Step 2 of /system-profile: for a target (the output of identify_target, or the raw \
+        arguments) and a focus, an ordered plan from the matching recipe (vLLM serving, torch \
+        training, DDP, autogen, SGLang, Ray, Triton, Python program or service, native command, \
+        whole system) and the tools detect_tools finds usable for the target's interpreter. \
+        Each step gives the method, why it fits, expected overhead, artifacts and metrics, and \
+        the exact run_profiler arguments; skipped methods come with the reason and the fix \
+        (install line, permission); coverage says which metric families are measured and which \
+        cannot be; instrumentation suggests instrument_file calls where profilers cannot see \
+        (CPU-GPU transfers, NCCL collectives, CUDA kernel time, a block's time). \
+        time_budget_s shortens windows and drops what does not fit.",
+        annotations: Annotations {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        input_schema: schema_of::<PlanProfileInput>,
+        output_schema: schema_of::<Plan>,
+        call: plan_profile_call,
+    },
+];
 
 /// Every tool, in the fixed order `tools/list` gives.
 pub fn tools() -> &'static [ToolDef] {
@@ -254,19 +330,24 @@ pub fn find(name: &str) -> Option<&'static ToolDef> {
 }
 
 /// The files `system-profile schemas` writes: `<tool>.input.json` and `<tool>.output.json` for
-/// every tool, pretty-printed with a final newline, in a fixed order.
+/// every tool, and `recipe.json` for recipe authors; pretty-printed with a final newline, in a
+/// fixed order.
 pub fn schema_files() -> Vec<(String, String)> {
+    let pretty = |schema: Value| {
+        let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+        text.push('\n');
+        text
+    };
     let mut files = Vec::new();
     for tool in tools() {
         for (suffix, schema) in [
             ("input", tool.input_schema()),
             ("output", tool.output_schema()),
         ] {
-            let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
-            text.push('\n');
-            files.push((format!("{}.{suffix}.json", tool.name), text));
+            files.push((format!("{}.{suffix}.json", tool.name), pretty(schema)));
         }
     }
+    files.push(("recipe.json".into(), pretty(schema_of::<Recipe>())));
     files
 }
 

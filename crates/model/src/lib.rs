@@ -4,6 +4,11 @@
 
 pub mod detect;
 pub mod diag;
+pub mod instrument;
+pub mod plan;
+pub mod recipe;
+pub mod run;
+pub mod target;
 pub mod topology;
 
 pub use diag::{Diag, Parsed};

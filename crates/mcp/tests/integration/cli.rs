@@ -93,7 +93,12 @@ fn schemas_writes_every_file_and_check_catches_a_stale_one() {
         [
             "detect_tools.input.json",
             "detect_tools.output.json",
-            "notes.txt"
+            "identify_target.input.json",
+            "identify_target.output.json",
+            "notes.txt",
+            "plan_profile.input.json",
+            "plan_profile.output.json",
+            "recipe.json",
         ],
         "stale schema removed, other files kept, no temporary left"
     );

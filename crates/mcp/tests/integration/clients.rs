@@ -19,6 +19,11 @@ fn python_sdk() -> Option<std::path::PathBuf> {
 fn run_python_sdk(mode: &str) -> Option<Value> {
     let python = python_sdk()?;
     let root = tempfile::tempdir().unwrap();
+    std::fs::write(
+        root.path().join("work.py"),
+        "def work(n):\n    return [i * i for i in range(n)]\n\n\nif __name__ == \"__main__\":\n    work(10)\n",
+    )
+    .unwrap();
     let out = Command::new(python)
         .arg(workspace_root().join("tests/clients/python_sdk_client.py"))
         .args([mode, BIN])
@@ -36,10 +41,44 @@ fn run_python_sdk(mode: &str) -> Option<Value> {
 
 /// What both eras must see the same way.
 fn assert_detect_through_sdk(r: &Value) {
-    assert_eq!(r["tools"][0]["name"], "detect_tools");
-    assert_eq!(r["tools"][0]["has_output_schema"], true);
-    assert_eq!(r["tools"][0]["read_only"], true);
+    let names: Vec<&str> = r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, TOOL_NAMES);
+    for t in r["tools"].as_array().unwrap() {
+        assert_eq!(t["has_output_schema"], true, "{t}");
+        assert_eq!(t["read_only"], true, "{t}");
+    }
     assert_eq!(r["is_error"], false);
+    // Steps 1 and 2 through the SDK: the identified target goes back in as it came out.
+    let t = &r["target"];
+    assert_eq!(t["is_error"], false, "{t}");
+    assert_eq!(t["kind"], "python_script");
+    assert_eq!(t["focus"], serde_json::json!(["memory"]));
+    assert_eq!(t["argv"], serde_json::json!(["--n", "3"]));
+    assert_eq!(t["needs_clarification"], false);
+    let p = &r["plan"];
+    assert_eq!(p["is_error"], false, "{p}");
+    assert_eq!(p["text_equals_structured"], true);
+    assert_eq!(p["recipe"], "python_program");
+    let methods: Vec<&str> = p["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert!(methods.contains(&"memray"), "{methods:?}");
+    for run in p["run_profiler"].as_array().unwrap() {
+        let command = run["target"]["command"].as_array().unwrap();
+        assert!(command[1].as_str().unwrap().ends_with("/work.py"), "{run}");
+        assert_eq!(
+            command[2..],
+            [serde_json::json!("--n"), serde_json::json!("3")]
+        );
+    }
     assert_eq!(r["text_equals_structured"], true);
     let ids: Vec<&str> = r["tool_ids"]
         .as_array()
@@ -138,10 +177,13 @@ fn mcp_inspector_cli_lists_tools_and_calls_detect_tools() {
     let Some(list) = inspector(&["--method", "tools/list"]) else {
         return;
     };
-    assert_eq!(list["tools"][0]["name"], "detect_tools");
-    assert_eq!(list["tools"][0]["annotations"]["readOnlyHint"], true);
+    assert_eq!(tool_names(&list), TOOL_NAMES);
     assert_eq!(
-        list["tools"][0]["outputSchema"]["$schema"],
+        tool(&list, "detect_tools")["annotations"]["readOnlyHint"],
+        true
+    );
+    assert_eq!(
+        tool(&list, "plan_profile")["outputSchema"]["$schema"],
         "https://json-schema.org/draft/2020-12/schema"
     );
     let Some(called) = inspector(&[

@@ -67,7 +67,7 @@ fn http_serves_the_same_methods() {
     assert_eq!(status, 200);
     assert_eq!(r["result"]["protocolVersion"], "2025-06-18");
     let (_, r) = http_post(l.addr, r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
-    assert_eq!(r["result"]["tools"][0]["name"], "detect_tools");
+    assert_eq!(tool_names(&r["result"]), TOOL_NAMES);
     let (_, r) = http_post(
         l.addr,
         r#"{"jsonrpc":"2.0","id":3,"method":"detect_tools"}"#,
@@ -155,7 +155,7 @@ fn websocket_serves_the_same_methods() {
         .unwrap();
     let r: Value = serde_json::from_str(&ws_read_text(&mut stream)).unwrap();
     assert_eq!(r["id"], "w1");
-    assert_eq!(r["result"]["tools"][0]["name"], "detect_tools");
+    assert_eq!(tool_names(&r["result"]), TOOL_NAMES);
     stream
         .write_all(&ws_frame(
             &json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"detect_tools"}})

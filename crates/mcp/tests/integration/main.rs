@@ -5,4 +5,5 @@ mod cli;
 mod clients;
 mod listen;
 mod stdio;
+mod steps;
 mod util;

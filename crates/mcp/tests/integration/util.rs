@@ -207,3 +207,26 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
     cond()
 }
+
+/// Every tool, in the order tools/list gives them.
+pub const TOOL_NAMES: [&str; 3] = ["identify_target", "detect_tools", "plan_profile"];
+
+/// The tool named `name` in a tools/list result.
+pub fn tool<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == name))
+        .unwrap_or_else(|| panic!("no tool {name} in {list}"))
+}
+
+/// The names of a tools/list result, in order.
+pub fn tool_names(list: &Value) -> Vec<String> {
+    list["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["name"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}

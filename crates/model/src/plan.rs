@@ -1,0 +1,178 @@
+//! `plan_profile`: an ordered plan of measurements for a target, from its recipe, its focus and
+//! the tools this machine really has.
+
+use crate::instrument::{InstrumentFileInput, Measure};
+use crate::run::{Method, MetricFamily, OverheadLevel, RunProfilerInput, TargetMode};
+use crate::target::{Focus, Target};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The target to plan for: what `identify_target` returned, or the raw arguments (identified
+/// first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum TargetSpec {
+    /// The raw arguments, as `identify_target` takes them.
+    Arguments(String),
+    /// The output of `identify_target`.
+    Identified(Box<Target>),
+}
+
+/// Input of `plan_profile`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanProfileInput {
+    pub target: TargetSpec,
+    /// Focus areas; default: the target's own, else what suits its kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub focus: Vec<Focus>,
+    /// Seconds the whole plan may take; steps that do not fit are skipped, longest last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1.0, max = 86400.0))]
+    pub time_budget_s: Option<f64>,
+    /// For raw arguments: the directory to resolve them in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The target's Python interpreter (also used for detection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+}
+
+/// The recipe a plan follows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RecipeRef {
+    pub id: String,
+    pub name: String,
+    /// `recipes/<id>.toml` in the source tree.
+    pub file: String,
+    pub description: String,
+}
+
+/// One measurement of the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanStep {
+    /// `s1`, `s2`, ... in run order.
+    pub id: String,
+    pub method: Method,
+    /// The `detect_tools` id it uses; absent for built-in samplers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    pub mode: TargetMode,
+    /// What it does to what (`py-spy record on pid 4121 (api server)`).
+    pub title: String,
+    /// Why it fits this target.
+    pub why: String,
+    pub overhead: OverheadLevel,
+    pub overhead_note: String,
+    pub families: Vec<MetricFamily>,
+    pub artifacts: Vec<String>,
+    pub metrics: Vec<String>,
+    /// Seconds the step is expected to take (its `duration_s`, or the target's run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_s: Option<f64>,
+    /// Run it in the background while the step named here runs (samplers beside a load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alongside: Option<String>,
+    /// Methods preferred for this step that cannot run here (see `skipped`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instead_of: Vec<Method>,
+    /// Limits that apply (software counters only, needs the server restarted, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Exactly what to pass to `run_profiler`.
+    pub run_profiler: RunProfilerInput,
+}
+
+/// A method the plan would have used, and why it cannot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SkippedMethod {
+    pub method: Method,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The recipe step it was for.
+    pub step: String,
+    pub reason: String,
+    /// The install line, permission setting or other change that would allow it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+/// Measurement code to insert where outside tools cannot see.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InstrumentSuggestion {
+    pub measure: Measure,
+    /// What it finds that no profiler above does.
+    pub why: String,
+    /// The code it was chosen from (`train_step calls .to() and backward()`).
+    pub evidence: String,
+    /// Exactly what to pass to `instrument_file`; absent when the place is not known yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instrument_file: Option<InstrumentFileInput>,
+    /// What to decide before instrumenting, when `instrument_file` is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todo: Option<String>,
+}
+
+/// Whether a metric family is measured, and by which steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CoverageStatus {
+    /// A step measures it.
+    Covered,
+    /// Only the suggested instrumentation measures it.
+    ByInstrumentation,
+    /// It applies but nothing here can measure it (see `reason`).
+    Uncovered,
+    /// The focus names it but this target or machine cannot have it (one GPU has no
+    /// GPU-to-GPU traffic); see `reason`.
+    NotApplicable,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FamilyCoverage {
+    pub family: MetricFamily,
+    pub status: CoverageStatus,
+    /// Step ids that measure it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The detection the plan rests on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DetectionUsed {
+    pub python: String,
+    pub usable_tools: Vec<String>,
+    pub gpus: usize,
+    pub cached: bool,
+    pub detected_at_unix_s: f64,
+}
+
+/// Output of `plan_profile`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Plan {
+    pub target: Target,
+    /// Absent when the target is not resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<RecipeRef>,
+    /// The focus the plan covers.
+    pub focus: Vec<Focus>,
+    /// Where the focus came from.
+    pub focus_source: String,
+    /// Metric families that apply to this target and focus, with their coverage.
+    pub coverage: Vec<FamilyCoverage>,
+    pub steps: Vec<PlanStep>,
+    pub skipped: Vec<SkippedMethod>,
+    pub instrumentation: Vec<InstrumentSuggestion>,
+    /// Sum of the steps' estimates, in seconds (steps that run alongside others not counted).
+    pub estimated_wall_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_budget_s: Option<f64>,
+    /// The target is not resolved: ask these first (the plan then has no steps).
+    pub needs_clarification: bool,
+    pub questions: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    pub detection: DetectionUsed,
+}

@@ -1,0 +1,537 @@
+//! `run_profiler`'s input: which method, against which target, with which options. The methods
+//! are a closed set; `MethodSpec` says what each needs and yields, for the planner and the
+//! runner alike.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A measurement method `run_profiler` runs.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// `/usr/bin/time -v`: wall, user, sys, CPU%, max RSS, page faults, context switches.
+    TimeV,
+    /// `perf stat -x,`: counters (hardware where the machine has them, software otherwise).
+    PerfStat,
+    /// `perf record -g` + `perf script`, folded into a flame graph.
+    PerfRecord,
+    /// `strace -c -f`: the syscall table.
+    StraceC,
+    /// `python -m cProfile -o`: per-function rows.
+    Cprofile,
+    /// `py-spy record`: sampled Python stacks, flame graph, hotspots.
+    PySpyRecord,
+    /// `py-spy dump`: every thread's stack of a running process, once.
+    PySpyDump,
+    /// line_profiler on one function: per-line hits and time.
+    LineProfiler,
+    Vmstat,
+    Iostat,
+    Pidstat,
+    Mpstat,
+    /// Our own /proc sampler of a process tree: CPU, RSS, threads, context switches, I/O.
+    ProcfsSampler,
+    /// One run under `time -v` with the procfs sampler (and the NVML sampler with a GPU).
+    Measure,
+    /// Any command, its output kept as an artifact.
+    Custom,
+    /// Python's tracemalloc around the target: current/peak bytes, top allocation sites.
+    Tracemalloc,
+    /// `memray run` + `memray stats --json`: peak, top allocators, flame graph HTML.
+    Memray,
+    /// memory_profiler on one function: per-line increments.
+    MemoryProfiler,
+    /// Our own NVML sampler: SM and memory utilisation, memory, PCIe/NVLink throughput, power.
+    NvmlSampler,
+    /// `nvidia-smi dmon`.
+    NvidiaSmiDmon,
+    /// `nvidia-smi --query-gpu=... --format=csv` on an interval.
+    NvidiaSmiQuery,
+    /// The target wrapped in `torch.profiler.profile`: a Kineto trace.
+    TorchProfiler,
+    /// `nsys profile` + `nsys stats`.
+    Nsys,
+    /// `nvidia-smi topo -m`: the GPU/NIC/CPU topology matrix.
+    NvidiaSmiTopo,
+    /// `nvidia-smi nvlink --status` (and counters): link states and speeds.
+    NvlinkStatus,
+    /// The target run with `NCCL_DEBUG=INFO`: transports, rings/trees, collectives.
+    NcclDebug,
+}
+
+/// How a method reaches its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetMode {
+    /// Starts the target itself (`target.command`).
+    Launch,
+    /// Attaches to a running process (`target.pid`) for `duration_s`.
+    Attach,
+    /// Observes the machine for `duration_s`; the target argument names what is of interest.
+    Machine,
+}
+
+/// A family of metrics from the seed's step 3 (and the block timing of its step 2).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricFamily {
+    /// CPU time over wall time.
+    CpuUtilization,
+    /// Voluntary and involuntary context switches.
+    ContextSwitches,
+    /// Per-function hotspots.
+    CpuHotspots,
+    /// Wall and CPU time of one function or block.
+    BlockTiming,
+    /// Syscalls, disk and network I/O.
+    SyscallsIo,
+    /// Process memory: RSS, peak, page faults.
+    CpuMemory,
+    /// Where memory is allocated (sites, sizes, counts).
+    AllocationSites,
+    /// GPU memory allocated, reserved and peak, per device (balance on multi-GPU).
+    GpuMemory,
+    /// The same data held on the CPU and on a GPU.
+    RedundantCopies,
+    /// CPU↔GPU transfers: count, size, total, effective bandwidth.
+    HostDeviceTransfers,
+    /// GPU↔GPU transfers: P2P bandwidth.
+    PeerTransfers,
+    /// NCCL collectives: op, message sizes, latency.
+    NcclCollectives,
+    /// Communication time over compute time, and their overlap.
+    CommComputeRatio,
+    /// NVLink vs PCIe paths between GPUs.
+    Topology,
+    /// SM utilisation.
+    GpuUtilization,
+    /// Kernel-launch overhead.
+    KernelLaunchOverhead,
+    /// Memory-bandwidth use against peak.
+    MemoryBandwidth,
+}
+
+impl MetricFamily {
+    pub const ALL: [MetricFamily; 17] = [
+        MetricFamily::CpuUtilization,
+        MetricFamily::ContextSwitches,
+        MetricFamily::CpuHotspots,
+        MetricFamily::BlockTiming,
+        MetricFamily::SyscallsIo,
+        MetricFamily::CpuMemory,
+        MetricFamily::AllocationSites,
+        MetricFamily::GpuMemory,
+        MetricFamily::RedundantCopies,
+        MetricFamily::HostDeviceTransfers,
+        MetricFamily::PeerTransfers,
+        MetricFamily::NcclCollectives,
+        MetricFamily::CommComputeRatio,
+        MetricFamily::Topology,
+        MetricFamily::GpuUtilization,
+        MetricFamily::KernelLaunchOverhead,
+        MetricFamily::MemoryBandwidth,
+    ];
+
+    /// Needs an NVIDIA GPU to measure.
+    pub fn needs_gpu(self) -> bool {
+        matches!(
+            self,
+            MetricFamily::GpuMemory
+                | MetricFamily::RedundantCopies
+                | MetricFamily::HostDeviceTransfers
+                | MetricFamily::PeerTransfers
+                | MetricFamily::NcclCollectives
+                | MetricFamily::CommComputeRatio
+                | MetricFamily::Topology
+                | MetricFamily::GpuUtilization
+                | MetricFamily::KernelLaunchOverhead
+                | MetricFamily::MemoryBandwidth
+        )
+    }
+}
+
+/// What `run_profiler` runs the method against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RunTarget {
+    /// Start this argv (never through a shell unless `shell` is true).
+    Command {
+        command: Vec<String>,
+        /// Run `command` as one shell string (`sh -c`); only when asked for.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        shell: bool,
+    },
+    /// Attach to this running process.
+    Pid { pid: u32 },
+    /// Observe the whole machine for `duration_s` (`{"system": true}`): vmstat, iostat,
+    /// mpstat, the GPU samplers, the topology.
+    System { system: bool },
+}
+
+/// Options a method reads; each says which methods use it. Unset means the method's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProfilerOptions {
+    /// Samples per second (py_spy_record, procfs_sampler, nvml_sampler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.1, max = 10000.0))]
+    pub rate_hz: Option<f64>,
+    /// Seconds between reports (vmstat, iostat, pidstat, mpstat, nvidia_smi_dmon,
+    /// nvidia_smi_query, tracemalloc snapshots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.01, max = 3600.0))]
+    pub interval_s: Option<f64>,
+    /// Include native (C/C++) frames (py_spy_record, memray).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<bool>,
+    /// Follow child processes (py_spy_record, strace_c, perf_record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subprocesses: Option<bool>,
+    /// Only samples holding the GIL (py_spy_record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gil: Option<bool>,
+    /// Keep idle threads' samples (py_spy_record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<bool>,
+    /// Events to count or sample (perf_stat, perf_record).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<String>,
+    /// The function to profile line by line, as `file.py:qualname` or `pkg.mod:qualname`
+    /// (line_profiler, memory_profiler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// Frames kept per allocation traceback (tracemalloc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 256))]
+    pub traceback_depth: Option<u32>,
+    /// Report leaks: memory not freed at exit (memray).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaks: Option<bool>,
+    /// Column groups (`nvidia-smi dmon -s`, e.g. `pucvmet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dmon_columns: Option<String>,
+    /// Fields (`nvidia-smi --query-gpu=`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub query_fields: Vec<String>,
+    /// `NCCL_DEBUG_SUBSYS` (nccl_debug), e.g. `INIT,COLL`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_subsys: Option<String>,
+    /// torch.profiler options (torch_profiler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_shapes: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_memory: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_stack: Option<bool>,
+    /// torch.profiler schedule when the target has a step loop: wait, warmup, active steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<TorchSchedule>,
+    /// What `nsys profile --trace` records (nsys), e.g. `cuda`, `nvtx`, `osrt`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nsys_trace: Vec<String>,
+    /// Also sample the GPUs while the target runs (measure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<bool>,
+}
+
+/// torch.profiler's schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TorchSchedule {
+    pub wait: u32,
+    pub warmup: u32,
+    pub active: u32,
+    #[serde(default = "one")]
+    pub repeat: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Input of `run_profiler`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunProfilerInput {
+    /// The method to run.
+    pub profiler: Method,
+    /// A command to start (argv) or a running process (`pid`).
+    pub target: RunTarget,
+    /// Working directory of a started command (default: the server's root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Extra environment for a started command.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// How long to observe (attach and machine modes; samplers alongside a command).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.1, max = 86400.0))]
+    pub duration_s: Option<f64>,
+    /// Kill the run (its whole process group) after this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.1, max = 86400.0))]
+    pub timeout_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "is_default_options")]
+    pub options: ProfilerOptions,
+    /// A name for the run in the manifest and the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Return a `run_id` at once; follow it with `get_run`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
+}
+
+fn is_default_options(o: &ProfilerOptions) -> bool {
+    *o == ProfilerOptions::default()
+}
+
+/// How much a method slows its target down.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum OverheadLevel {
+    /// Outside the process or sampling at a low rate: under ~2%.
+    Negligible,
+    /// Sampling in or beside the process: ~2-10%.
+    Low,
+    /// Tracing every call or allocation: ~10-100%.
+    Medium,
+    /// Deterministic tracing or heavy instrumentation: 2x or more.
+    High,
+}
+
+/// What a method needs, yields and costs.
+#[derive(Debug, Clone, Copy)]
+pub struct MethodSpec {
+    pub method: Method,
+    /// The `detect_tools` id of the tool it needs; `None` for built-in samplers.
+    pub tool: Option<&'static str>,
+    /// The ways it can reach a target.
+    pub modes: &'static [TargetMode],
+    /// Only for Python targets.
+    pub python_only: bool,
+    /// Needs an NVIDIA GPU.
+    pub needs_gpu: bool,
+    /// Needs torch in the target's interpreter.
+    pub needs_torch: bool,
+    /// Needs a function named in `options.function`.
+    pub needs_function: bool,
+    pub families: &'static [MetricFamily],
+    pub overhead: OverheadLevel,
+    /// The overhead in words, with the figure it rests on.
+    pub overhead_note: &'static str,
+    pub artifacts: &'static [&'static str],
+    pub metrics: &'static [&'static str],
+}
+
+use MetricFamily as F;
+use TargetMode::{Attach, Launch, Machine};
+
+macro_rules! spec {
+    ($m:ident, tool: $tool:expr, modes: $modes:expr, python_only: $py:expr, gpu: $gpu:expr,
+     torch: $torch:expr, function: $func:expr, families: $fam:expr, overhead: $lvl:ident, $note:literal,
+     artifacts: $art:expr, metrics: $met:expr) => {
+        MethodSpec {
+            method: Method::$m,
+            tool: $tool,
+            modes: $modes,
+            python_only: $py,
+            needs_gpu: $gpu,
+            needs_torch: $torch,
+            needs_function: $func,
+            families: $fam,
+            overhead: OverheadLevel::$lvl,
+            overhead_note: $note,
+            artifacts: $art,
+            metrics: $met,
+        }
+    };
+}
+
+const SPECS: [MethodSpec; 26] = [
+    spec!(TimeV, tool: Some("time"), modes: &[Launch], python_only: false, gpu: false, torch: false, function: false,
+        families: &[F::CpuUtilization, F::ContextSwitches, F::CpuMemory], overhead: Negligible,
+        "none measurable: reads the kernel's rusage once at exit",
+        artifacts: &["time-v.txt"], metrics: &["wall_s", "user_s", "sys_s", "cpu_percent", "max_rss_bytes", "major_faults", "minor_faults", "voluntary_ctx_switches", "involuntary_ctx_switches"]),
+    spec!(PerfStat, tool: Some("perf"), modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false,
+        families: &[F::CpuUtilization, F::ContextSwitches], overhead: Negligible,
+        "under 1%: counting, not sampling",
+        artifacts: &["perf-stat.csv"], metrics: &["counters", "ipc", "cpu_utilization", "context_switches", "cpu_migrations", "page_faults"]),
+    spec!(PerfRecord, tool: Some("perf"), modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false,
+        families: &[F::CpuHotspots], overhead: Low,
+        "2-5% at the default 99 Hz with call graphs",
+        artifacts: &["perf.data", "perf.folded", "flamegraph.svg"], metrics: &["top_symbols_self", "top_symbols_total"]),
+    spec!(StraceC, tool: Some("strace"), modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false,
+        families: &[F::SyscallsIo], overhead: High,
+        "2x or more for syscall-heavy targets: every syscall stops the tracee",
+        artifacts: &["strace-c.txt"], metrics: &["syscalls", "top_syscalls_by_time", "errors"]),
+    spec!(Cprofile, tool: Some("cprofile"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false,
+        families: &[F::CpuHotspots], overhead: High,
+        "1.3-2x for call-heavy code: deterministic, every call is hooked",
+        artifacts: &["cprofile.pstats", "cprofile.txt"], metrics: &["functions_by_tottime", "functions_by_cumtime"]),
+    spec!(PySpyRecord, tool: Some("py_spy"), modes: &[Launch, Attach], python_only: true, gpu: false, torch: false, function: false,
+        families: &[F::CpuHotspots], overhead: Negligible,
+        "about 1% at 100 Hz: samples from outside the process",
+        artifacts: &["py-spy.speedscope.json", "py-spy.folded", "flamegraph.svg"], metrics: &["hotspots_self", "hotspots_total", "samples", "gil_percent"]),
+    spec!(PySpyDump, tool: Some("py_spy"), modes: &[Attach], python_only: true, gpu: false, torch: false, function: false,
+        families: &[F::CpuHotspots], overhead: Negligible,
+        "one pause of a few milliseconds",
+        artifacts: &["py-spy-dump.json"], metrics: &["threads", "stacks"]),
+    spec!(LineProfiler, tool: Some("line_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: true,
+        families: &[F::CpuHotspots, F::BlockTiming], overhead: High,
+        "2-10x inside the profiled function only; the rest runs at full speed",
+        artifacts: &["line_profiler.lprof", "line_profiler.txt"], metrics: &["lines", "total_time_s"]),
+    spec!(Vmstat, tool: Some("vmstat"), modes: &[Machine], python_only: false, gpu: false, torch: false, function: false,
+        families: &[F::ContextSwitches, F::CpuUtilization, F::SyscallsIo, F::CpuMemory], overhead: Negligible,
+        "none: reads /proc once per interval",
+        artifacts: &["vmstat.txt"], metrics: &["run_queue", "context_switches_per_s", "iowait_percent", "free_bytes", "swap_in_bytes_per_s", "swap_out_bytes_per_s"]),
+    spec!(Iostat, tool: Some("iostat"), modes: &[Machine], python_only: false, gpu: false, torch: false, function: false,
+        families: &[F::SyscallsIo], overhead: Negligible,
+        "none: reads /proc/diskstats once per interval",
+        artifacts: &["iostat.json"], metrics: &["device_utilization_percent", "read_bytes_per_s", "write_bytes_per_s", "await_ms"]),
+    spec!(Pidstat, tool: Some("pidstat"), modes: &[Attach, Machine], python_only: false, gpu: false, torch: false, function: false,
+        families: &[F::CpuUtilization, F::ContextSwitches, F::SyscallsIo, F::CpuMemory], overhead: Negligible,
+        "none: reads /proc once per interval",
+        artifacts: &["pidstat.txt"], metrics: &["cpu_percent", "cswch_per_s", "nvcswch_per_s", "rss_bytes", "minflt_per_s", "majflt_per_s", "read_kb_per_s", "write_kb_per_s"]),
+    spec!(Mpstat, tool: Some("mpstat"), modes: &[Machine], python_only: false, gpu: false, torch: false, function: false,
+        families: &[F::CpuUtilization], overhead: Negligible,
+        "none: reads /proc/stat once per interval",
+        artifacts: &["mpstat.json"], metrics: &["per_cpu_utilization", "iowait_percent", "steal_percent"]),
+    spec!(ProcfsSampler, tool: None, modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false,
+        families: &[F::CpuUtilization, F::ContextSwitches, F::CpuMemory, F::SyscallsIo], overhead: Negligible,
+        "under 1% of a core at 100 Hz for a 10-process tree: reads /proc from outside",
+        artifacts: &["procfs.jsonl"], metrics: &["cpu_utilization", "rss_peak_bytes", "voluntary_ctx_switches", "involuntary_ctx_switches", "read_bytes", "write_bytes", "threads"]),
+    spec!(Measure, tool: Some("time"), modes: &[Launch], python_only: false, gpu: false, torch: false, function: false,
+        families: &[F::CpuUtilization, F::ContextSwitches, F::CpuMemory, F::SyscallsIo], overhead: Negligible,
+        "under 1%: rusage at exit plus the /proc sampler",
+        artifacts: &["time-v.txt", "procfs.jsonl"], metrics: &["wall_s", "cpu_percent", "max_rss_bytes", "voluntary_ctx_switches", "involuntary_ctx_switches", "rss_timeline"]),
+    spec!(Custom, tool: None, modes: &[Launch], python_only: false, gpu: false, torch: false, function: false,
+        families: &[], overhead: Negligible,
+        "whatever the command costs",
+        artifacts: &["stdout.txt", "stderr.txt"], metrics: &["exit_code", "wall_s"]),
+    spec!(Tracemalloc, tool: Some("tracemalloc"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false,
+        families: &[F::CpuMemory, F::AllocationSites], overhead: Medium,
+        "1.3-3x for allocation-heavy code: every Python allocation is traced",
+        artifacts: &["tracemalloc.json"], metrics: &["current_bytes", "peak_bytes", "top_sites_by_size", "top_sites_by_count"]),
+    spec!(Memray, tool: Some("memray"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false,
+        families: &[F::CpuMemory, F::AllocationSites], overhead: Medium,
+        "1.1-2x: every allocation, Python and native, is recorded",
+        artifacts: &["memray.bin", "memray-stats.json", "memray-flamegraph.html"], metrics: &["peak_bytes", "total_allocations", "top_allocations_by_size", "top_allocations_by_count", "allocator_distribution"]),
+    spec!(MemoryProfiler, tool: Some("memory_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: true,
+        families: &[F::CpuMemory, F::AllocationSites], overhead: High,
+        "10x or more inside the profiled function: RSS read on every line",
+        artifacts: &["memory_profiler.txt"], metrics: &["line_increments"]),
+    spec!(NvmlSampler, tool: Some("nvml"), modes: &[Launch, Attach, Machine], python_only: false, gpu: true, torch: false, function: false,
+        families: &[F::GpuUtilization, F::GpuMemory, F::HostDeviceTransfers, F::PeerTransfers, F::MemoryBandwidth], overhead: Negligible,
+        "under 1% of a core at 10 Hz per GPU: NVML queries from outside",
+        artifacts: &["nvml.jsonl"], metrics: &["sm_utilization", "memory_used_bytes", "memory_utilization", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "power_w", "per_device_balance"]),
+    spec!(NvidiaSmiDmon, tool: Some("nvidia_smi_dmon"), modes: &[Launch, Attach, Machine], python_only: false, gpu: true, torch: false, function: false,
+        families: &[F::GpuUtilization, F::GpuMemory, F::HostDeviceTransfers, F::MemoryBandwidth], overhead: Negligible,
+        "none measurable at 1 s intervals",
+        artifacts: &["dmon.txt"], metrics: &["sm_percent", "mem_percent", "fb_used_mb", "pcie_rx_mb_per_s", "pcie_tx_mb_per_s"]),
+    spec!(NvidiaSmiQuery, tool: Some("nvidia_smi"), modes: &[Launch, Attach, Machine], python_only: false, gpu: true, torch: false, function: false,
+        families: &[F::GpuUtilization, F::GpuMemory], overhead: Negligible,
+        "none measurable at 1 s intervals",
+        artifacts: &["nvidia-smi-query.csv"], metrics: &["utilization_gpu", "memory_used_bytes", "power_w", "clocks"]),
+    spec!(TorchProfiler, tool: Some("torch_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: true, function: false,
+        families: &[F::GpuUtilization, F::KernelLaunchOverhead, F::HostDeviceTransfers, F::PeerTransfers, F::GpuMemory, F::CommComputeRatio, F::NcclCollectives, F::CpuHotspots], overhead: Medium,
+        "10-30% while active; a schedule keeps it to a few steps",
+        artifacts: &["trace.json.gz"], metrics: &["kernels_by_time", "copies", "launch_overhead", "gpu_idle_s", "comm_compute_overlap"]),
+    spec!(Nsys, tool: Some("nsys"), modes: &[Launch], python_only: false, gpu: true, torch: false, function: false,
+        families: &[F::GpuUtilization, F::KernelLaunchOverhead, F::HostDeviceTransfers, F::PeerTransfers, F::NcclCollectives, F::CommComputeRatio], overhead: Low,
+        "5-10% with cuda,nvtx tracing",
+        artifacts: &["report.nsys-rep", "stats/*.csv"], metrics: &["cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "cuda_api_sum", "nvtx_sum"]),
+    spec!(NvidiaSmiTopo, tool: Some("nvidia_smi_topo"), modes: &[Machine], python_only: false, gpu: true, torch: false, function: false,
+        families: &[F::Topology], overhead: Negligible,
+        "none: one query",
+        artifacts: &["topo.txt"], metrics: &["matrix", "pcie_pairs", "nvlink_pairs", "numa_affinity"]),
+    spec!(NvlinkStatus, tool: Some("nvidia_smi_nvlink"), modes: &[Machine], python_only: false, gpu: true, torch: false, function: false,
+        families: &[F::Topology, F::PeerTransfers], overhead: Negligible,
+        "none: one query",
+        artifacts: &["nvlink-status.txt"], metrics: &["links", "link_speed_gbps", "inactive_links"]),
+    spec!(NcclDebug, tool: Some("nccl"), modes: &[Launch], python_only: false, gpu: true, torch: false, function: false,
+        families: &[F::NcclCollectives, F::Topology, F::PeerTransfers], overhead: Low,
+        "a few % with INIT; COLL logs every collective and costs more",
+        artifacts: &["nccl.log"], metrics: &["ranks", "transports", "rings", "trees", "collectives_by_op", "message_size_distribution"]),
+];
+
+impl Method {
+    pub const ALL: [Method; 26] = [
+        Method::TimeV,
+        Method::PerfStat,
+        Method::PerfRecord,
+        Method::StraceC,
+        Method::Cprofile,
+        Method::PySpyRecord,
+        Method::PySpyDump,
+        Method::LineProfiler,
+        Method::Vmstat,
+        Method::Iostat,
+        Method::Pidstat,
+        Method::Mpstat,
+        Method::ProcfsSampler,
+        Method::Measure,
+        Method::Custom,
+        Method::Tracemalloc,
+        Method::Memray,
+        Method::MemoryProfiler,
+        Method::NvmlSampler,
+        Method::NvidiaSmiDmon,
+        Method::NvidiaSmiQuery,
+        Method::TorchProfiler,
+        Method::Nsys,
+        Method::NvidiaSmiTopo,
+        Method::NvlinkStatus,
+        Method::NcclDebug,
+    ];
+
+    /// What the method needs, yields and costs.
+    pub fn spec(self) -> &'static MethodSpec {
+        // SPECS is in `ALL` order; the unit test keeps it so.
+        &SPECS[self as usize]
+    }
+
+    /// The id used on the wire (`py_spy_record`).
+    pub fn id(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_are_in_method_order() {
+        for (i, m) in Method::ALL.iter().enumerate() {
+            assert_eq!(*m as usize, i);
+            assert_eq!(m.spec().method, *m);
+            assert!(!m.spec().modes.is_empty(), "{m:?}");
+        }
+    }
+
+    #[test]
+    fn targets_decode_by_shape() {
+        let t: RunTarget = serde_json::from_str(r#"{"pid": 42}"#).unwrap();
+        assert_eq!(t, RunTarget::Pid { pid: 42 });
+        let t: RunTarget = serde_json::from_str(r#"{"command": ["python3", "x.py"]}"#).unwrap();
+        assert_eq!(
+            t,
+            RunTarget::Command {
+                command: vec!["python3".into(), "x.py".into()],
+                shell: false
+            }
+        );
+        assert_eq!(Method::PySpyRecord.id(), "py_spy_record");
+        assert_eq!(Method::TimeV.id(), "time_v");
+    }
+}

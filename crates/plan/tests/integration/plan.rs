@@ -1,0 +1,541 @@
+//! Plans on this machine's real detection and on a GPU machine's: only usable tools, every
+//! applicable metric family covered or explained, `run_profiler` and `instrument_file`
+//! arguments that their schemas accept.
+
+use crate::fixture::{fixture, gpu_machine, identify_here, real_detect};
+use serde_json::Value;
+use std::path::PathBuf;
+use system_profile_model::detect::DetectReport;
+use system_profile_model::instrument::InstrumentFileInput;
+use system_profile_model::plan::{CoverageStatus, Plan};
+use system_profile_model::run::{Method, RunProfilerInput, RunTarget, TargetMode};
+use system_profile_model::target::{Focus, Target};
+use system_profile_plan::planner::{plan, PlanOptions};
+use system_profile_plan::Recipes;
+
+fn options(root: PathBuf, programs: fn(&str) -> bool) -> PlanOptions {
+    PlanOptions {
+        focus: Vec::new(),
+        time_budget_s: None,
+        root,
+        program_exists: programs,
+    }
+}
+
+fn on_path(p: &str) -> bool {
+    system_profile_exec::which(p).is_some()
+}
+
+fn every_program(_: &str) -> bool {
+    true
+}
+
+fn validator<T: schemars::JsonSchema>() -> jsonschema::Validator {
+    let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap();
+    jsonschema::validator_for(&schema).unwrap()
+}
+
+/// What every plan must satisfy, whatever the target and machine.
+fn check_plan(p: &Plan, detect: &DetectReport, what: &str) -> Vec<String> {
+    let run_schema = validator::<RunProfilerInput>();
+    let instr_schema = validator::<InstrumentFileInput>();
+    let mut problems = Vec::new();
+    if p.needs_clarification {
+        problems.push(format!("needs clarification: {:?}", p.questions));
+    }
+    if p.steps.is_empty()
+        && !(p
+            .notes
+            .iter()
+            .any(|n| n.contains("nothing in this plan can run here"))
+            && p.coverage
+                .iter()
+                .all(|c| c.status != CoverageStatus::Covered))
+    {
+        problems.push("no steps, and no note saying why".into());
+    }
+    for s in &p.steps {
+        if let Some(tool) = &s.tool {
+            let usable = detect.tools.iter().any(|t| &t.id == tool && t.usable);
+            if !usable {
+                problems.push(format!(
+                    "{} uses {tool}, which detect_tools reports unusable",
+                    s.id
+                ));
+            }
+        }
+        let json = serde_json::to_value(&s.run_profiler).unwrap();
+        if let Err(e) = run_schema.validate(&json) {
+            problems.push(format!(
+                "{}: run_profiler arguments rejected by the schema: {e}: {json}",
+                s.id
+            ));
+        }
+        let back: RunProfilerInput = serde_json::from_value(json.clone()).unwrap();
+        if back != s.run_profiler {
+            problems.push(format!(
+                "{}: run_profiler arguments do not round-trip",
+                s.id
+            ));
+        }
+        let target_ok = match (&s.run_profiler.target, s.mode) {
+            (RunTarget::Command { command, .. }, TargetMode::Launch) => !command.is_empty(),
+            (RunTarget::Pid { .. }, TargetMode::Attach) => {
+                s.run_profiler.duration_s.is_some() || s.method == Method::PySpyDump
+            }
+            (RunTarget::System { system: true }, TargetMode::Machine) => true,
+            _ => false,
+        };
+        if !target_ok {
+            problems.push(format!(
+                "{}: target {:?} does not fit mode {:?}",
+                s.id, s.run_profiler.target, s.mode
+            ));
+        }
+        if !s.method.spec().modes.contains(&s.mode) {
+            problems.push(format!(
+                "{}: {} cannot run in mode {:?}",
+                s.id,
+                s.method.id(),
+                s.mode
+            ));
+        }
+        if let Some(a) = &s.alongside {
+            if !p.steps.iter().any(|o| &o.id == a) || !s.run_profiler.background {
+                problems.push(format!(
+                    "{}: alongside {a} is not a step, or not in the background",
+                    s.id
+                ));
+            }
+        }
+    }
+    for c in &p.coverage {
+        match c.status {
+            CoverageStatus::Covered => {
+                if c.steps.is_empty() {
+                    problems.push(format!("{:?} covered by no step", c.family));
+                }
+            }
+            CoverageStatus::ByInstrumentation => {}
+            CoverageStatus::Uncovered | CoverageStatus::NotApplicable => {
+                if c.reason.as_deref().unwrap_or("").is_empty() {
+                    problems.push(format!("{:?} {:?} without a reason", c.family, c.status));
+                }
+            }
+        }
+    }
+    for i in &p.instrumentation {
+        if let Some(args) = &i.instrument_file {
+            let json = serde_json::to_value(args).unwrap();
+            if let Err(e) = instr_schema.validate(&json) {
+                problems.push(format!("instrument_file arguments rejected: {e}: {json}"));
+            }
+            let outline = p
+                .target
+                .script
+                .as_ref()
+                .and_then(|s| s.outline.as_ref())
+                .or_else(|| p.target.function.as_ref().and_then(|f| f.outline.as_ref()));
+            if let (Some(f), Some(o)) = (&args.function, outline) {
+                if !o.defs.iter().any(|d| &d.qualname == f) {
+                    problems.push(format!(
+                        "instrument_file names `{f}`, which the file does not define"
+                    ));
+                }
+            }
+        }
+    }
+    problems
+        .into_iter()
+        .map(|p| format!("{what}: {p}"))
+        .collect()
+}
+
+async fn targets() -> Vec<(String, Target)> {
+    let fx = fixture();
+    let mut out = Vec::new();
+    for args in [
+        "train.py".to_string(),
+        "ddp_train.py interconnect".to_string(),
+        "app.py:Trainer.step".to_string(),
+        "app.py:11-13 memory".to_string(),
+        "agents.py".to_string(),
+        "ls -la".to_string(),
+        format!("pid {}", fx.python_pid),
+        format!("{} io", fx.service),
+        "vllm serving".to_string(),
+        "gpu interconnect".to_string(),
+        "memory".to_string(),
+        "-m mypkg.cli".to_string(),
+    ] {
+        let t = identify_here(&args).await;
+        assert!(!t.needs_clarification, "{args}: {:?}", t.questions);
+        out.push((args, t));
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_plan_uses_usable_tools_and_valid_arguments_here_and_on_a_gpu_machine() {
+    let fx = fixture();
+    let real = real_detect().await;
+    let gpu = gpu_machine(&real);
+    let mut problems = Vec::new();
+    for (args, target) in targets().await {
+        let here = plan(
+            &target,
+            &real,
+            Recipes::builtin(),
+            &options(fx.dir.clone(), on_path),
+        );
+        problems.extend(check_plan(&here, &real, &format!("{args} (this machine)")));
+        // Here, a family goes unmeasured only for a missing GPU or a missing tool, and says so.
+        for c in here
+            .coverage
+            .iter()
+            .filter(|c| c.status == CoverageStatus::Uncovered)
+        {
+            let reason = c.reason.clone().unwrap_or_default();
+            let explained = (c.family.needs_gpu()
+                && (reason.contains("no NVIDIA GPU") || reason.contains("no GPU")))
+                || here
+                    .skipped
+                    .iter()
+                    .any(|s| s.fix.is_some() && reason.contains(&s.reason));
+            if !explained {
+                problems.push(format!(
+                    "{args} (this machine): {:?} uncovered: {reason}",
+                    c.family
+                ));
+            }
+        }
+        let there = plan(
+            &target,
+            &gpu,
+            Recipes::builtin(),
+            &options(fx.dir.clone(), every_program),
+        );
+        problems.extend(check_plan(&there, &gpu, &format!("{args} (GPU machine)")));
+        for c in there
+            .coverage
+            .iter()
+            .filter(|c| c.status == CoverageStatus::Uncovered)
+        {
+            problems.push(format!(
+                "{args} (GPU machine): {:?} uncovered: {:?}",
+                c.family, c.reason
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+fn steps_of(p: &Plan, m: Method) -> Vec<&system_profile_model::plan::PlanStep> {
+    p.steps.iter().filter(|s| s.method == m).collect()
+}
+
+#[tokio::test]
+async fn vllm_on_a_gpu_machine_profiles_every_component_under_load() {
+    let fx = fixture();
+    let gpu = gpu_machine(&real_detect().await);
+    let target = identify_here("vllm serving").await;
+    let p = plan(
+        &target,
+        &gpu,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), every_program),
+    );
+    assert_eq!(p.recipe.as_ref().unwrap().id, "vllm_serving");
+    assert_eq!(
+        p.focus,
+        vec![Focus::Cpu, Focus::Gpu, Focus::Memory, Focus::Interconnect]
+    );
+    let load = p
+        .steps
+        .iter()
+        .find(|s| s.run_profiler.label.as_deref() == Some("load"))
+        .expect("a load step");
+    let RunTarget::Command { command, .. } = &load.run_profiler.target else {
+        panic!("load is a command")
+    };
+    assert_eq!(&command[..3], ["vllm", "bench", "serve"]);
+    assert!(
+        command
+            .windows(2)
+            .any(|w| w == ["--base-url", "http://127.0.0.1:8123"]),
+        "{command:?}"
+    );
+    assert!(
+        command
+            .windows(2)
+            .any(|w| w == ["--model", "facebook/opt-125m"]),
+        "{command:?}"
+    );
+    // py-spy on the API server, the engine core and both workers, while the load runs.
+    let spies = steps_of(&p, Method::PySpyRecord);
+    let mut pids: Vec<u32> = spies
+        .iter()
+        .map(|s| match s.run_profiler.target {
+            RunTarget::Pid { pid } => pid,
+            _ => panic!("py-spy attaches"),
+        })
+        .collect();
+    pids.sort_unstable();
+    let mut want: Vec<u32> = target
+        .framework
+        .as_ref()
+        .unwrap()
+        .components
+        .iter()
+        .flat_map(|c| c.pids.clone())
+        .collect();
+    want.sort_unstable();
+    assert_eq!(pids, want);
+    assert!(spies
+        .iter()
+        .all(|s| s.alongside.as_deref() == Some(load.id.as_str()) && s.run_profiler.background));
+    let nvml = steps_of(&p, Method::NvmlSampler);
+    assert_eq!(nvml.len(), 1);
+    assert_eq!(nvml[0].alongside.as_deref(), Some(load.id.as_str()));
+    // Tensor parallel 2: NCCL_DEBUG on a restart of the very same server command line.
+    let nccl = steps_of(&p, Method::NcclDebug);
+    assert_eq!(nccl.len(), 1);
+    let RunTarget::Command { command, .. } = &nccl[0].run_profiler.target else {
+        panic!()
+    };
+    let api = target
+        .processes
+        .iter()
+        .find(|p| p.pid == fx.vllm_api_pid)
+        .unwrap();
+    assert_eq!(command, &api.cmdline);
+    // vLLM's own torch profiler, with a trace directory under profile_output.
+    let own = p
+        .steps
+        .iter()
+        .find(|s| {
+            s.title.contains("custom")
+                && s.families
+                    .contains(&system_profile_model::run::MetricFamily::KernelLaunchOverhead)
+        })
+        .expect("vLLM's torch profiler step");
+    let RunTarget::Command { command, .. } = &own.run_profiler.target else {
+        panic!()
+    };
+    let config = command.last().unwrap();
+    let parsed: Value = serde_json::from_str(config).expect("the profiler config is JSON");
+    assert!(parsed["torch_profiler_dir"]
+        .as_str()
+        .unwrap()
+        .ends_with("profile_output/vllm_torch_traces"));
+    assert!(
+        !steps_of(&p, Method::NvidiaSmiTopo).is_empty()
+            && !steps_of(&p, Method::NvlinkStatus).is_empty()
+    );
+    // On this machine the GPU parts are skipped with the reason, and the load generator too.
+    let real = real_detect().await;
+    let here = plan(
+        &target,
+        &real,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), |_| false),
+    );
+    assert!(steps_of(&here, Method::NvmlSampler).is_empty());
+    assert!(here
+        .skipped
+        .iter()
+        .any(|s| s.method == Method::NcclDebug && s.reason.contains("no NVIDIA GPU")));
+    assert!(here
+        .skipped
+        .iter()
+        .any(|s| s.step == "load" && s.reason.contains("`vllm` is not on PATH")));
+    assert!(
+        here.steps.iter().all(|s| s.alongside.is_none()),
+        "nothing runs alongside a load that is not there"
+    );
+}
+
+#[tokio::test]
+async fn fallbacks_follow_the_order_and_skips_carry_the_fix() {
+    let fx = fixture();
+    let real = real_detect().await;
+    let mut d = real.clone();
+    for t in &mut d.tools {
+        if matches!(t.id.as_str(), "py_spy" | "memray" | "time" | "perf") {
+            t.usable = false;
+            t.reason = Some("not here".into());
+        }
+    }
+    let target = identify_here("train.py cpu memory").await;
+    let p = plan(
+        &target,
+        &d,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), on_path),
+    );
+    let hot = p
+        .steps
+        .iter()
+        .find(|s| s.run_profiler.label.as_deref() == Some("python hotspots"))
+        .unwrap();
+    assert_eq!(hot.method, Method::Cprofile);
+    assert_eq!(hot.instead_of, vec![Method::PySpyRecord]);
+    let skip = p
+        .skipped
+        .iter()
+        .find(|s| s.method == Method::PySpyRecord)
+        .unwrap();
+    assert_eq!(skip.fix.as_deref(), Some("pip install py-spy"));
+    let alloc = p
+        .steps
+        .iter()
+        .find(|s| s.run_profiler.label.as_deref() == Some("allocation sites on the host"))
+        .unwrap();
+    assert_eq!(alloc.method, Method::Tracemalloc);
+    // measure and time_v both need /usr/bin/time: the procfs sampler stands in.
+    let overall = p
+        .steps
+        .iter()
+        .find(|s| s.run_profiler.label.as_deref() == Some("overall cost"))
+        .unwrap();
+    assert_eq!(overall.method, Method::ProcfsSampler);
+    assert_eq!(overall.instead_of, vec![Method::Measure, Method::TimeV]);
+
+    // On a GPU machine without NVML, nvidia-smi dmon samples the GPUs.
+    let mut g = gpu_machine(&real);
+    for t in &mut g.tools {
+        if t.id == "nvml" {
+            t.usable = false;
+            t.reason = Some("libnvidia-ml.so.1 could not be loaded".into());
+        }
+    }
+    let p = plan(
+        &identify_here("train.py gpu").await,
+        &g,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), on_path),
+    );
+    let sampler = p
+        .steps
+        .iter()
+        .find(|s| s.run_profiler.label.as_deref() == Some("GPU utilisation and memory"))
+        .unwrap();
+    assert_eq!(sampler.method, Method::NvidiaSmiDmon);
+    assert_eq!(sampler.instead_of, vec![Method::NvmlSampler]);
+
+    // Attaching refused: the advice becomes the fix.
+    let mut no_attach = gpu_machine(&real);
+    no_attach.permissions.can_attach_to_pid = false;
+    no_attach.permissions.attach_advice = Some("set kernel.yama.ptrace_scope=0".into());
+    let svc = identify_here(&fx.service).await;
+    let p = plan(
+        &svc,
+        &no_attach,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), on_path),
+    );
+    assert!(steps_of(&p, Method::PySpyRecord).is_empty());
+    let s = p
+        .skipped
+        .iter()
+        .find(|s| s.method == Method::PySpyRecord)
+        .unwrap();
+    assert_eq!(s.fix.as_deref(), Some("set kernel.yama.ptrace_scope=0"));
+}
+
+#[tokio::test]
+async fn a_time_budget_shortens_windows_then_drops_what_does_not_fit() {
+    let fx = fixture();
+    let gpu = gpu_machine(&real_detect().await);
+    let target = identify_here(&format!("{} cpu io system", fx.service)).await;
+    let full = plan(
+        &target,
+        &gpu,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), on_path),
+    );
+    assert!(full.estimated_wall_s > 60.0, "{}", full.estimated_wall_s);
+    let mut o = options(fx.dir.clone(), on_path);
+    o.time_budget_s = Some(40.0);
+    let tight = plan(&target, &gpu, Recipes::builtin(), &o);
+    assert!(tight.estimated_wall_s <= 40.0, "{}", tight.estimated_wall_s);
+    assert!(tight
+        .steps
+        .iter()
+        .filter_map(|s| s.run_profiler.duration_s)
+        .all(|d| d >= 5.0));
+    assert!(
+        tight.notes.iter().any(|n| n.contains("shortened")),
+        "{:?}",
+        tight.notes
+    );
+    o.time_budget_s = Some(10.0);
+    let tiny = plan(&target, &gpu, Recipes::builtin(), &o);
+    assert!(tiny.estimated_wall_s <= 10.0);
+    assert!(tiny
+        .skipped
+        .iter()
+        .any(|s| s.reason.contains("over the time budget")));
+}
+
+#[tokio::test]
+async fn focus_decides_the_families_and_unresolved_targets_get_no_steps() {
+    let fx = fixture();
+    let gpu = gpu_machine(&real_detect().await);
+    let t = identify_here("ddp_train.py").await;
+    let mut o = options(fx.dir.clone(), on_path);
+    o.focus = vec![Focus::Interconnect];
+    let p = plan(&t, &gpu, Recipes::builtin(), &o);
+    assert_eq!(p.focus_source, "given to plan_profile");
+    let fams: Vec<_> = p.coverage.iter().map(|c| c.family).collect();
+    use system_profile_model::run::MetricFamily as F;
+    for f in [
+        F::Topology,
+        F::PeerTransfers,
+        F::NcclCollectives,
+        F::CommComputeRatio,
+        F::HostDeviceTransfers,
+    ] {
+        assert!(fams.contains(&f), "{f:?} in {fams:?}");
+    }
+    assert!(!fams.contains(&F::CpuHotspots));
+    let nccl: Vec<Option<&str>> = p
+        .instrumentation
+        .iter()
+        .filter(|i| i.measure == system_profile_model::instrument::Measure::Nccl)
+        .map(|i| i.instrument_file.as_ref().unwrap().function.as_deref())
+        .collect();
+    // `setup` calls init_process_group, `train` calls all_reduce.
+    assert_eq!(nccl, vec![Some("setup"), Some("train")]);
+
+    let unresolved = identify_here("trian.py").await;
+    let p = plan(
+        &unresolved,
+        &gpu,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), on_path),
+    );
+    assert!(p.needs_clarification && p.steps.is_empty() && p.recipe.is_none());
+    assert!(p.questions[0].contains("train.py"));
+}
+
+#[test]
+fn every_recipe_file_matches_the_published_schema() {
+    let schema = validator::<system_profile_model::recipe::Recipe>();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recipes");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let value: toml::Value = toml::from_str(&text).unwrap();
+        let json = serde_json::to_value(value).unwrap();
+        if let Err(e) = schema.validate(&json) {
+            panic!("{}: {e}", path.display());
+        }
+        n += 1;
+    }
+    assert_eq!(n, Recipes::builtin().recipes.len());
+}

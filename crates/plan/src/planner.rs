@@ -1246,13 +1246,16 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
         &mut notes,
     );
 
-    // The same method on the same target twice measures the same thing twice.
+    // The same method on the same target twice measures the same thing twice; `measure` is
+    // `time -v` with the /proc sampler, so it makes either of those redundant.
+    let subsumes = |a: Method, b: Method| {
+        a == b || (a == Method::Measure && matches!(b, Method::TimeV | Method::ProcfsSampler))
+    };
     let mut unique: Vec<Draft> = Vec::new();
     for d in drafts.drain(..) {
-        if unique
-            .iter()
-            .any(|u| u.method == d.method && u.run.target == d.run.target && u.run.env == d.run.env)
-        {
+        if unique.iter().any(|u| {
+            subsumes(u.method, d.method) && u.run.target == d.run.target && u.run.env == d.run.env
+        }) {
             continue;
         }
         unique.push(d);

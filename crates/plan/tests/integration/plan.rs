@@ -332,6 +332,22 @@ async fn vllm_on_a_gpu_machine_profiles_every_component_under_load() {
         !steps_of(&p, Method::NvidiaSmiTopo).is_empty()
             && !steps_of(&p, Method::NvlinkStatus).is_empty()
     );
+    // The restarted server runs in the background while `vllm bench serve --profile` calls
+    // /start_profile and /stop_profile.
+    let profiled = p
+        .steps
+        .iter()
+        .find(|s| s.run_profiler.label.as_deref() == Some("profiled load"))
+        .expect("a profiled load");
+    let RunTarget::Command { command, .. } = &profiled.run_profiler.target else {
+        panic!()
+    };
+    assert_eq!(command.last().map(String::as_str), Some("--profile"));
+    assert_eq!(own.alongside.as_deref(), Some(profiled.id.as_str()));
+    assert!(own.run_profiler.background);
+    let own_pos = p.steps.iter().position(|s| s.id == own.id).unwrap();
+    let profiled_pos = p.steps.iter().position(|s| s.id == profiled.id).unwrap();
+    assert!(own_pos < profiled_pos, "the server starts before the load");
     // On this machine the GPU parts are skipped with the reason, and the load generator too.
     let real = real_detect().await;
     let here = plan(
@@ -361,9 +377,12 @@ async fn fallbacks_follow_the_order_and_skips_carry_the_fix() {
     let real = real_detect().await;
     let mut d = real.clone();
     for t in &mut d.tools {
+        // As detect_tools reports a tool that is not installed.
         if matches!(t.id.as_str(), "py_spy" | "memray" | "time" | "perf") {
+            t.available = false;
             t.usable = false;
-            t.reason = Some("not here".into());
+            t.reason = Some(format!("`{}` is not on PATH", t.id));
+            t.install_hint = Some(format!("pip install {}", t.id.replace('_', "-")));
         }
     }
     let target = identify_here("train.py cpu memory").await;
@@ -400,6 +419,58 @@ async fn fallbacks_follow_the_order_and_skips_carry_the_fix() {
         .unwrap();
     assert_eq!(overall.method, Method::ProcfsSampler);
     assert_eq!(overall.instead_of, vec![Method::Measure, Method::TimeV]);
+
+    // perf gone: the counters come from /usr/bin/time -v, which the overall run already gives.
+    let native = plan(
+        &identify_here("ls -la").await,
+        &d,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), on_path),
+    );
+    assert!(steps_of(&native, Method::PerfStat).is_empty());
+    let perf = native
+        .skipped
+        .iter()
+        .find(|s| s.method == Method::PerfStat)
+        .unwrap();
+    assert_eq!(perf.fix.as_deref(), Some("pip install perf"));
+    let mut with_time = d.clone();
+    for t in &mut with_time.tools {
+        if t.id == "time" {
+            t.available = true;
+            t.usable = true;
+        }
+    }
+    let native = plan(
+        &identify_here("ls -la").await,
+        &with_time,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), on_path),
+    );
+    assert_eq!(native.steps[0].method, Method::Measure);
+    assert!(
+        steps_of(&native, Method::TimeV).is_empty(),
+        "measure already runs time -v"
+    );
+    // Software counters only: the perf step says so, as detect_tools did.
+    if let Some(perf) = real
+        .tools
+        .iter()
+        .find(|t| t.id == "perf" && t.usable && !t.notes.is_empty())
+    {
+        let here = plan(
+            &identify_here("ls -la").await,
+            &real,
+            Recipes::builtin(),
+            &options(fx.dir.clone(), on_path),
+        );
+        let step = steps_of(&here, Method::PerfStat)[0];
+        assert!(
+            perf.notes.iter().all(|n| step.notes.contains(n)),
+            "{:?}",
+            step.notes
+        );
+    }
 
     // On a GPU machine without NVML, nvidia-smi dmon samples the GPUs.
     let mut g = gpu_machine(&real);

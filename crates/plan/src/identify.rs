@@ -152,6 +152,45 @@ fn read_pid(words: &[String]) -> Option<(u32, usize)> {
     None
 }
 
+/// A local TCP port given as `http://localhost:8000/v1`, `127.0.0.1:8000`, `:8000`,
+/// `port 8000` or `--port=8000`; returns the port (or the remote host it names) and how many
+/// words it used.
+fn read_port(words: &[String]) -> Option<(Result<u16, String>, usize)> {
+    let w = words.first()?.to_lowercase();
+    if matches!(w.as_str(), "port" | "--port" | "ポート") {
+        let port = words.get(1)?.parse().ok()?;
+        return Some((Ok(port), 2));
+    }
+    if let Some(rest) = w
+        .strip_prefix("port=")
+        .or_else(|| w.strip_prefix("--port="))
+    {
+        return Some((Ok(rest.parse().ok()?), 1));
+    }
+    let rest = w
+        .strip_prefix("http://")
+        .or_else(|| w.strip_prefix("https://"))
+        .unwrap_or(&w);
+    let authority = rest.split('/').next()?;
+    let (host, port) = authority.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let local = host.is_empty()
+        || host == "localhost"
+        || host.starts_with("127.")
+        || host == "0.0.0.0"
+        || host == "::1"
+        || host == "::";
+    let is_url = rest.len() != w.len();
+    if local {
+        Some((Ok(port), 1))
+    } else if is_url || host.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        Some((Err(host.to_string()), 1))
+    } else {
+        None
+    }
+}
+
 /// `file.py:func`, `file.py:120-180`, `file.py:120`, `pkg.mod:Class.method`.
 fn read_function(cwd: &Path, word: &str) -> Option<Main> {
     if word.contains("://") {
@@ -399,6 +438,8 @@ struct Reading {
     main: Option<Main>,
     argv: Vec<String>,
     pids: Vec<u32>,
+    /// Local TCP ports whose listening process is the target.
+    ports: Vec<u16>,
     /// (phrase, recipe id).
     frameworks: Vec<(String, String)>,
     unrecognized: Vec<String>,
@@ -462,6 +503,16 @@ fn read_words(b: &mut Build, words: &[String], recipes: &Recipes, cwd: &Path) ->
         }
         if let Some((pid, used)) = read_pid(&words[i..]) {
             r.pids.push(pid);
+            i += used;
+            continue;
+        }
+        if let Some((port, used)) = read_port(&words[i..]) {
+            match port {
+                Ok(port) => r.ports.push(port),
+                Err(host) => b.ask(format!(
+                    "`{w}` is on another machine ({host}): profilers run where the process runs. Start the server there, or name a local port or process."
+                )),
+            }
             i += used;
             continue;
         }
@@ -1013,9 +1064,46 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
         None => {}
     }
 
-    // PIDs.
-    if !reading.pids.is_empty() {
-        resolve_pids(&mut b, &reading.pids, &table, reading.main.is_some());
+    // Ports name the processes listening on them.
+    let mut pids = reading.pids.clone();
+    for port in &reading.ports {
+        let inodes = system_profile_sample::proc::listening_inodes(*port);
+        let owners: Vec<u32> = table
+            .processes
+            .iter()
+            .filter(|p| {
+                system_profile_sample::proc::socket_inodes(p.pid)
+                    .iter()
+                    .any(|i| inodes.contains(i))
+            })
+            .map(|p| p.pid)
+            .collect();
+        // Pre-fork servers share the socket with their workers: the parent is the one to name.
+        let owners = table.roots(&owners);
+        if owners.is_empty() {
+            b.ask(if inodes.is_empty() {
+                format!("Nothing on this machine listens on port {port}. Is the server running, or is it on another port?")
+            } else {
+                format!("Port {port} is open, but its process is not readable by this server (another user's?). Which PID is it?")
+            });
+        } else {
+            b.evidence(format!(
+                "port {port} is listened on by {}",
+                owners
+                    .iter()
+                    .map(|p| format!("PID {p}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            for owner in owners {
+                if !pids.contains(&owner) {
+                    pids.push(owner);
+                }
+            }
+        }
+    }
+    if !pids.is_empty() {
+        resolve_pids(&mut b, &pids, &table, reading.main.is_some());
     }
 
     // Frameworks named by words, or recognised from the code, program or processes.

@@ -209,6 +209,48 @@ pub fn tree(table: &[ProcessSnapshot], pid: u32) -> Vec<u32> {
     out
 }
 
+/// Inodes of the TCP sockets listening on `port`, from /proc/net/tcp and /proc/net/tcp6
+/// (state `0A` is LISTEN; the local port is hexadecimal after the address's colon).
+pub fn listening_inodes(port: u16) -> Vec<u64> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = fs::read_to_string(table) else {
+            continue;
+        };
+        out.extend(parse_listening(&text, port));
+    }
+    out
+}
+
+/// The inodes of `port`'s LISTEN rows in the text of /proc/net/tcp{,6}.
+pub fn parse_listening(text: &str, port: u16) -> Vec<u64> {
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let local_port = f.get(1)?.rsplit(':').next()?;
+            let listening = *f.get(3)? == "0A";
+            (listening && u16::from_str_radix(local_port, 16).ok()? == port)
+                .then(|| f.get(9)?.parse().ok())
+                .flatten()
+        })
+        .collect()
+}
+
+/// The socket inodes a process holds open, from the `socket:[inode]` links in
+/// /proc/<pid>/fd (readable for one's own processes, or with CAP_SYS_PTRACE).
+pub fn socket_inodes(pid: u32) -> Vec<u64> {
+    let Ok(fds) = fs::read_dir(proc_dir(pid).join("fd")) else {
+        return Vec::new();
+    };
+    fds.filter_map(|e| {
+        let link = fs::read_link(e.ok()?.path()).ok()?;
+        let s = link.to_str()?;
+        s.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+    })
+    .collect()
+}
+
 /// User names by uid, from /etc/passwd.
 pub fn user_names() -> HashMap<u32, String> {
     let Ok(text) = fs::read_to_string("/etc/passwd") else {
@@ -252,6 +294,20 @@ mod tests {
         );
         assert_eq!(parse_cmdline(b"VLLM::EngineCore"), vec!["VLLM::EngineCore"]);
         assert!(parse_cmdline(b"").is_empty());
+    }
+
+    #[test]
+    fn listening_rows_are_found_by_port() {
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 123456 1 0000000000000000 100 0 0 10 0\n\
+   1: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 777 1 0000000000000000 100 0 0 10 0\n";
+        assert_eq!(parse_listening(text, 8080), vec![123456]);
+        assert!(parse_listening(text, 8081).is_empty());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let inodes = listening_inodes(port);
+        assert_eq!(inodes.len(), 1);
+        assert!(socket_inodes(std::process::id()).contains(&inodes[0]));
     }
 
     #[test]

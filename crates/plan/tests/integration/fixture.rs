@@ -144,6 +144,9 @@ pub struct Fixture {
     pub dup_pids: Vec<u32>,
     /// The fake vLLM API server (its children are found through /proc).
     pub vllm_api_pid: u32,
+    /// A Python process listening on `listener_port` (127.0.0.1).
+    pub listener_pid: u32,
+    pub listener_port: u16,
     /// Held until the binary exits; closing them ends the processes.
     _pipes: Vec<ChildStdin>,
     _tmp: tempfile::TempDir,
@@ -269,6 +272,13 @@ pub fn fixture() -> &'static Fixture {
             dup_pids.push(pid);
             pipes.push(pipe);
         }
+        // A server on a port chosen by the kernel, written where the test can read it.
+        let listen = format!(
+            "import socket, sys\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\nopen({:?}, 'w').write(str(s.getsockname()[1]))\nsys.stdin.read()\n",
+            dir.join("port.txt")
+        );
+        let (listener_pid, pipe) = start_detached(&python, &[&python, "-c", &listen], &[], &dir);
+        pipes.push(pipe);
         let fake = dir.join("fakevllm");
         let (vllm_api_pid, pipe) = start_detached(
             &python,
@@ -288,6 +298,17 @@ pub fn fixture() -> &'static Fixture {
         );
         pipes.push(pipe);
         wait_for_children(service_master, 2);
+        let started = Instant::now();
+        let listener_port = loop {
+            if let Some(p) = std::fs::read_to_string(dir.join("port.txt"))
+                .ok()
+                .and_then(|t| t.trim().parse::<u16>().ok())
+            {
+                break p;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "the listener did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
         wait_for_children(vllm_api_pid, 3);
         Fixture {
             dir,
@@ -298,6 +319,8 @@ pub fn fixture() -> &'static Fixture {
             dup,
             dup_pids,
             vllm_api_pid,
+            listener_pid,
+            listener_port,
             _pipes: pipes,
             _tmp: tmp,
         }

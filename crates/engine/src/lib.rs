@@ -137,6 +137,17 @@ impl Engine {
 
     /// Step 1: what the user's words name, resolved against this machine.
     pub async fn identify_target(&self, input: IdentifyTargetInput) -> Result<Target, EngineError> {
+        // What a person types after a slash command; anything longer is not a target.
+        const MAX_ARGUMENTS_BYTES: usize = 16 * 1024;
+        if input.arguments.len() > MAX_ARGUMENTS_BYTES {
+            return Err(EngineError::InvalidInput {
+                field: "arguments",
+                message: format!(
+                    "{} bytes; give at most {MAX_ARGUMENTS_BYTES}: a target and focus words, not a file's contents",
+                    input.arguments.len()
+                ),
+            });
+        }
         let opts = IdentifyOptions {
             cwd: self.resolve_cwd(input.cwd.as_deref())?,
             python: self.python_arg(input.python.as_deref())?,

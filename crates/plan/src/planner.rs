@@ -379,6 +379,31 @@ struct Draft {
     notes: Vec<String>,
 }
 
+impl Draft {
+    /// A recipe step's draft, with the methods refused before the chosen one.
+    fn of(
+        step: &Step,
+        method: Method,
+        mode: TargetMode,
+        title: String,
+        run: RunProfilerInput,
+        refused: &Refused,
+    ) -> Draft {
+        Draft {
+            recipe_step: step.name.clone(),
+            method,
+            yields: step.yields.clone(),
+            mode,
+            title,
+            why: step.why.clone(),
+            run,
+            alongside_step: step.alongside.clone(),
+            instead_of: refused.iter().map(|(m, _)| *m).collect(),
+            notes: step.notes.clone(),
+        }
+    }
+}
+
 /// Processes a per-process step runs on: the components named (or all with a role), Python
 /// only for Python methods.
 fn step_processes<'t>(ctx: &Context<'t>, step: &Step) -> Vec<&'t ProcessInfo> {
@@ -679,18 +704,14 @@ fn draft_steps(
                             // Observing the machine only means something while the target runs.
                             continue;
                         }
-                        drafts.push(Draft {
-                            recipe_step: step.name.clone(),
+                        drafts.push(Draft::of(
+                            step,
                             method,
-                            yields: step.yields.clone(),
                             mode,
-                            title: title_of(method, &what),
-                            why: step.why.clone(),
+                            title_of(method, &what),
                             run,
-                            alongside_step: step.alongside.clone(),
-                            instead_of: refused.iter().map(|(m, _)| *m).collect(),
-                            notes: step.notes.clone(),
-                        });
+                            &refused,
+                        ));
                     }
                     Err(refused) => record_refusals(&refused, true),
                 }
@@ -717,27 +738,17 @@ fn draft_steps(
                         }
                         for p in eligible.into_iter().take(MAX_PER_PROCESS) {
                             let mut run = base_run(method, RunTarget::Pid { pid: p.pid });
-                            run.duration_s = spec
-                                .modes
-                                .contains(&TargetMode::Launch)
-                                .then(|| duration(step))
-                                .or(step.duration_s);
-                            if method == Method::PySpyDump {
-                                run.duration_s = None;
-                            }
+                            // A dump is one instant; everything else observes a window.
+                            run.duration_s = (method != Method::PySpyDump).then(|| duration(step));
                             run.label = Some(format!("{} — {}", step.name, label_of(p)));
-                            drafts.push(Draft {
-                                recipe_step: step.name.clone(),
+                            drafts.push(Draft::of(
+                                step,
                                 method,
-                                yields: step.yields.clone(),
                                 mode,
-                                title: title_of(method, &label_of(p)),
-                                why: step.why.clone(),
+                                title_of(method, &label_of(p)),
                                 run,
-                                alongside_step: step.alongside.clone(),
-                                instead_of: refused.iter().map(|(m, _)| *m).collect(),
-                                notes: step.notes.clone(),
-                            });
+                                &refused,
+                            ));
                         }
                     }
                     Err(refused) => record_refusals(&refused, true),
@@ -749,18 +760,14 @@ fn draft_steps(
                     let mut run = base_run(method, RunTarget::System { system: true });
                     let instant = matches!(method, Method::NvidiaSmiTopo | Method::NvlinkStatus);
                     run.duration_s = (!instant).then(|| duration(step));
-                    drafts.push(Draft {
-                        recipe_step: step.name.clone(),
+                    drafts.push(Draft::of(
+                        step,
                         method,
-                        yields: step.yields.clone(),
                         mode,
-                        title: title_of(method, "the machine"),
-                        why: step.why.clone(),
+                        title_of(method, "the machine"),
                         run,
-                        alongside_step: step.alongside.clone(),
-                        instead_of: refused.iter().map(|(m, _)| *m).collect(),
-                        notes: step.notes.clone(),
-                    });
+                        &refused,
+                    ));
                 }
                 Err(refused) => record_refusals(&refused, true),
             },
@@ -810,18 +817,14 @@ fn draft_steps(
                             run.env.insert(k.clone(), filled);
                         }
                         let program = command.first().cloned().unwrap_or_default();
-                        drafts.push(Draft {
-                            recipe_step: step.name.clone(),
+                        drafts.push(Draft::of(
+                            step,
                             method,
-                            yields: step.yields.clone(),
                             mode,
-                            title: title_of(method, &format!("`{program}`")),
-                            why: step.why.clone(),
+                            title_of(method, &format!("`{program}`")),
                             run,
-                            alongside_step: step.alongside.clone(),
-                            instead_of: refused.iter().map(|(m, _)| *m).collect(),
-                            notes: step.notes.clone(),
-                        });
+                            &refused,
+                        ));
                     }
                     Err(refused) => record_refusals(&refused, true),
                 }

@@ -124,6 +124,12 @@ fn unclear_words_are_questions_and_bad_arguments_name_their_field() {
             "focus[0]",
         ),
         (7, "plan_profile", json!({}), "target"),
+        (
+            9,
+            "identify_target",
+            json!({"arguments": "x".repeat(20_000)}),
+            "arguments",
+        ),
     ] {
         let r =
             s.ask(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}).to_string());

@@ -5,6 +5,7 @@
 pub mod detect;
 pub mod diag;
 pub mod instrument;
+pub mod metrics;
 pub mod plan;
 pub mod recipe;
 pub mod run;

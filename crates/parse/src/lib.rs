@@ -3,6 +3,9 @@
 //! messy input, and none does IO.
 
 pub mod nvidia_smi_topo;
+pub mod perf_stat;
+pub mod strace_c;
+pub mod time_v;
 
 use system_profile_model::Parsed;
 

@@ -116,3 +116,87 @@ fn v100_nics_named_by_device_and_pix_pairs() {
     // No GPU NUMA ID column in this older output.
     assert_eq!(t.devices[0].gpu_numa_id, None);
 }
+
+/// Every fixture of a format parses without diagnostics, has its source, and matches its
+/// snapshot.
+fn snapshot_all<T: serde::Serialize>(
+    format: &str,
+    parse: fn(&str) -> system_profile_model::Parsed<T>,
+) -> usize {
+    let cases = cases(format);
+    for case in &cases {
+        assert!(
+            data_dir(format).join(format!("{case}.source.md")).exists(),
+            "{format}/{case} has no .source.md"
+        );
+        let parsed = parse(&fixture(format, case));
+        assert!(
+            parsed.diagnostics.is_empty(),
+            "{format}/{case}: {:?}",
+            parsed.diagnostics
+        );
+        insta::with_settings!({snapshot_suffix => case.clone()}, {
+            insta::assert_json_snapshot!(format, parsed.value);
+        });
+    }
+    cases.len()
+}
+
+#[test]
+fn time_v_fixtures() {
+    assert_eq!(
+        snapshot_all("time_v", system_profile_parse::time_v::parse),
+        3
+    );
+    let t = system_profile_parse::time_v::parse(&fixture("time_v", "python-cpu-bound")).value;
+    assert_eq!((t.user_s, t.sys_s, t.wall_s), (0.51, 0.01, 0.63));
+    assert_eq!(t.max_rss_bytes, 13604 * 1024);
+    assert_eq!(
+        (t.voluntary_ctx_switches, t.involuntary_ctx_switches),
+        (2, 5)
+    );
+    assert_eq!(t.cpu_percent, Some(83.0));
+    assert!((t.cpu_utilization.unwrap() - 0.52 / 0.63).abs() < 1e-9);
+    assert_eq!(t.exit_status, Some(0));
+    let t = system_profile_parse::time_v::parse(&fixture("time_v", "exit-status-3")).value;
+    assert_eq!(t.exit_status, Some(3));
+    let t = system_profile_parse::time_v::parse(&fixture("time_v", "killed-by-signal-9")).value;
+    assert_eq!((t.exit_status, t.terminated_by_signal), (None, Some(9)));
+}
+
+#[test]
+fn perf_stat_fixtures() {
+    assert_eq!(
+        snapshot_all("perf_stat", system_profile_parse::perf_stat::parse),
+        1
+    );
+    let p =
+        system_profile_parse::perf_stat::parse(&fixture("perf_stat", "vm-software-counters-only"))
+            .value;
+    assert_eq!(p.unsupported, vec!["cycles", "instructions"]);
+    assert_eq!(p.ipc, None, "no IPC without hardware counters");
+    let cs = p
+        .counters
+        .iter()
+        .find(|c| c.event == "context-switches")
+        .unwrap();
+    assert_eq!(cs.value, Some(7.0));
+    // perf's own figure: task-clock over the wall time of the run.
+    assert_eq!(p.cpus_utilized, Some(0.844));
+}
+
+#[test]
+fn strace_c_fixtures() {
+    assert_eq!(
+        snapshot_all("strace_c", system_profile_parse::strace_c::parse),
+        1
+    );
+    let s = system_profile_parse::strace_c::parse(&fixture("strace_c", "python-startup-f")).value;
+    assert_eq!((s.total_calls, s.total_errors), (1213, 135));
+    assert_eq!(s.rows[0].syscall, "newfstatat");
+    assert_eq!((s.rows[0].calls, s.rows[0].errors), (438, 48));
+    assert_eq!(s.rows.iter().map(|r| r.calls).sum::<u64>(), s.total_calls);
+    assert_eq!(s.rows.iter().map(|r| r.errors).sum::<u64>(), s.total_errors);
+    let empty = system_profile_parse::strace_c::parse("");
+    assert!(empty.value.rows.is_empty() && !empty.diagnostics.is_empty());
+}

@@ -1,0 +1,109 @@
+//! Typed metrics that runs produce and parsers return: `/usr/bin/time -v`, `perf stat`,
+//! `strace -c`, sampled stacks, and the /proc sampler's summary.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What `/usr/bin/time -v` reports for one command.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TimeV {
+    /// The command as time printed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    pub user_s: f64,
+    pub sys_s: f64,
+    /// Elapsed wall-clock time.
+    pub wall_s: f64,
+    /// time's own "Percent of CPU this job got" (CPU time over wall time, in %).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<f64>,
+    /// (user + sys) / wall: cores kept busy on average.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_utilization: Option<f64>,
+    /// Peak resident set of the largest process (time reports kbytes; this is bytes).
+    pub max_rss_bytes: u64,
+    pub major_faults: u64,
+    pub minor_faults: u64,
+    pub voluntary_ctx_switches: u64,
+    pub involuntary_ctx_switches: u64,
+    pub swaps: u64,
+    /// Blocks read and written through the file system (512-byte units, as the kernel counts).
+    pub fs_inputs: u64,
+    pub fs_outputs: u64,
+    pub signals_delivered: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size_bytes: Option<u64>,
+    /// Exit status of the command; absent when a signal ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminated_by_signal: Option<i32>,
+}
+
+/// One counter of `perf stat -x,`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PerfCounter {
+    /// The event as perf names it (`task-clock`, `cycles:u`).
+    pub event: String,
+    /// The thread or CPU the row is for (`--per-thread`, `-A`); absent for totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Absent when the counter is `<not supported>` or `<not counted>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// The machine has this counter (false for `<not supported>`, typical of VMs).
+    pub supported: bool,
+    /// The counter ran (false for `<not counted>`).
+    pub counted: bool,
+    /// Time the counter was enabled, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_time_ns: Option<u64>,
+    /// Share of that time it was really counting (multiplexing), in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_percent: Option<f64>,
+    /// perf's derived metric on the same line (`0.844` `CPUs utilized`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric_value: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric_unit: Option<String>,
+}
+
+/// `perf stat -x,` output.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PerfStat {
+    pub counters: Vec<PerfCounter>,
+    /// instructions / cycles, when both were counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipc: Option<f64>,
+    /// task-clock over the wall time, as perf prints it ("CPUs utilized"): cores kept busy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_utilized: Option<f64>,
+    /// Events the machine does not have.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsupported: Vec<String>,
+}
+
+/// One row of `strace -c`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SyscallRow {
+    pub syscall: String,
+    /// Share of the traced syscall time, in %.
+    pub time_percent: f64,
+    pub seconds: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usecs_per_call: Option<f64>,
+    pub calls: u64,
+    pub errors: u64,
+}
+
+/// `strace -c` output.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SyscallSummary {
+    /// Rows by time, as strace sorts them.
+    pub rows: Vec<SyscallRow>,
+    pub total_seconds: f64,
+    pub total_calls: u64,
+    pub total_errors: u64,
+}

@@ -11,7 +11,7 @@ mod run;
 
 pub use capture::Tail;
 pub use error::{ExecError, ExecErrorKind};
-pub use run::{run, CommandSpec, ExitKind, Outcome, RunOptions};
+pub use run::{run, run_observed, CommandSpec, ExitKind, Outcome, RunOptions};
 
 /// Find `program` the way execvp would: a name with a slash is taken as a path, anything else is
 /// looked up in `PATH`. Returns the first executable regular file.

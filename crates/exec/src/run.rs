@@ -121,6 +121,15 @@ pub struct Outcome {
 /// Start `spec`, supervise it as `opts` says, and return how it ended. The child leads its own
 /// process group; when the future is dropped before the end, the whole group is killed.
 pub async fn run(spec: &CommandSpec, opts: &RunOptions) -> Result<Outcome, ExecError> {
+    run_observed(spec, opts, |_| {}).await
+}
+
+/// `run`, telling `on_spawn` the child's PID as soon as it exists (to attach samplers to it).
+pub async fn run_observed(
+    spec: &CommandSpec,
+    opts: &RunOptions,
+    on_spawn: impl FnOnce(u32),
+) -> Result<Outcome, ExecError> {
     let program = spec.program();
     let Some((first, rest)) = spec.argv.split_first() else {
         return Err(ExecError::new(ExecErrorKind::EmptyArgv));
@@ -160,6 +169,7 @@ pub async fn run(spec: &CommandSpec, opts: &RunOptions) -> Result<Outcome, ExecE
     })?;
     let pid = child.id().unwrap_or(0);
     let mut guard = GroupGuard::new(pid as i32);
+    on_spawn(pid);
 
     let out_reader = tokio::spawn(drain(
         child.stdout.take(),

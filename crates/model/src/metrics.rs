@@ -107,3 +107,59 @@ pub struct SyscallSummary {
     pub total_calls: u64,
     pub total_errors: u64,
 }
+
+/// One process of a sampled tree, over the samples that saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessUsage {
+    pub pid: u32,
+    pub ppid: u32,
+    pub name: String,
+    pub cmdline: Vec<String>,
+    /// Seconds after the sampler started that it was first and last seen.
+    pub first_seen_s: f64,
+    pub last_seen_s: f64,
+    /// CPU time used while sampled (from /proc/<pid>/stat utime and stime).
+    pub cpu_user_s: f64,
+    pub cpu_sys_s: f64,
+    pub rss_peak_bytes: u64,
+    pub rss_mean_bytes: u64,
+    pub threads_peak: u32,
+    /// Context switches while sampled (/proc/<pid>/status); absent when never readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voluntary_ctx_switches: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub involuntary_ctx_switches: Option<u64>,
+    /// Storage bytes read and written while sampled (/proc/<pid>/io); absent when not readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_bytes: Option<u64>,
+    /// It ended before the sampler did.
+    pub exited: bool,
+}
+
+/// What the /proc sampler saw of a process tree.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcfsSummary {
+    pub root_pid: u32,
+    pub wall_s: f64,
+    pub samples: u64,
+    pub rate_hz_requested: f64,
+    pub rate_hz_achieved: f64,
+    /// Sums over the processes, of the CPU time they used while sampled. A child that lives
+    /// less than one discovery interval (100 ms) may be missed; `time -v` has the exact total.
+    pub cpu_user_s: f64,
+    pub cpu_sys_s: f64,
+    /// (user + sys) / wall: cores kept busy on average.
+    pub cpu_utilization: f64,
+    /// The largest sum of RSS over the tree at one sample.
+    pub rss_peak_bytes: u64,
+    pub voluntary_ctx_switches: u64,
+    pub involuntary_ctx_switches: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Processes, by CPU time, most first.
+    pub processes: Vec<ProcessUsage>,
+    /// CPU time the sampler itself used: its observer effect.
+    pub sampler_cpu_s: f64,
+}

@@ -535,3 +535,119 @@ mod tests {
         assert_eq!(Method::TimeV.id(), "time_v");
     }
 }
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    /// The method ran to its end (the target's exit, or the observation window).
+    Completed,
+    /// The profiler or the target failed; what was measured up to then is kept.
+    Failed,
+    /// `timeout_s` passed and the run's process group was killed.
+    TimedOut,
+    /// `cancel_run` (or the client's cancellation) stopped it.
+    Cancelled,
+}
+
+/// A file a run left under `profile_output/`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Artifact {
+    /// Relative to the server's root.
+    pub path: String,
+    /// What it is (`stdout`, `time_v`, `procfs_jsonl`, `strace_c`, `perf_stat_csv`).
+    pub kind: String,
+    pub bytes: u64,
+}
+
+/// The typed metrics of a run; each method fills its own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunMetrics {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_v: Option<crate::metrics::TimeV>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub procfs: Option<crate::metrics::ProcfsSummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perf_stat: Option<crate::metrics::PerfStat>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls: Option<crate::metrics::SyscallSummary>,
+}
+
+/// One run, as `run_profiler`, `get_run` and `list_runs` return it and the session's
+/// `manifest.json` keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub session: String,
+    pub profiler: Method,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub status: RunStatus,
+    pub target: RunTarget,
+    /// What was really started (the profiler's argv around the target's).
+    pub argv: Vec<String>,
+    /// Absolute working directory of the started command.
+    pub cwd: String,
+    /// Environment added to the server's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    pub started_at_unix_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at_unix_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// The run's folder, relative to the server's root.
+    pub dir: String,
+    pub artifacts: Vec<Artifact>,
+    pub metrics: RunMetrics,
+    /// The last bytes of the target's output (the whole streams are artifacts).
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+    /// What the numbers lack or how far to trust them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// Why the run failed, and what to do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Input of `get_run`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetRunInput {
+    pub run_id: String,
+    /// Wait up to this long for a running run to end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 3600.0))]
+    pub wait_s: Option<f64>,
+}
+
+/// Input of `list_runs`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListRunsInput {
+    /// Only runs in this state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RunStatus>,
+}
+
+/// Output of `list_runs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunList {
+    pub session: String,
+    /// The session's folder, relative to the server's root.
+    pub dir: String,
+    pub runs: Vec<RunRecord>,
+}
+
+/// Input of `cancel_run`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelRunInput {
+    pub run_id: String,
+}

@@ -40,7 +40,14 @@ impl Default for SamplerConfig {
 /// A running sampler; `stop` ends it and returns what it saw.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<ProcfsSummary>,
+    handle: Option<JoinHandle<ProcfsSummary>>,
+}
+
+impl Drop for Sampler {
+    /// A sampler dropped without `stop` (its run was cancelled) ends its thread too.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
 }
 
 /// What is kept of one process between samples.
@@ -130,18 +137,24 @@ impl Sampler {
             .name(format!("procfs-sampler-{root}"))
             .spawn(move || sample_loop(root, config, &flag))
             .expect("spawn the sampler thread");
-        Sampler { stop, handle }
+        Sampler {
+            stop,
+            handle: Some(handle),
+        }
     }
 
     /// Stop after the current sample and return the summary.
-    pub fn stop(self) -> ProcfsSummary {
+    pub fn stop(mut self) -> ProcfsSummary {
         self.stop.store(true, Ordering::SeqCst);
-        self.handle.join().unwrap_or_default()
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
     }
 
     /// Whether the whole tree has ended (the sampler stops by itself then).
     pub fn finished(&self) -> bool {
-        self.handle.is_finished()
+        self.handle.as_ref().is_none_or(|h| h.is_finished())
     }
 }
 

@@ -1,0 +1,508 @@
+//! Runs one profiling method against a command or a PID, under supervision (`exec`), and turns
+//! what it leaves into artifacts and typed metrics (`parse`, `sample`). It knows each method's
+//! argv and files; it knows nothing of sessions, manifests or JSON-RPC (the engine does).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use system_profile_exec::{run_observed, CommandSpec, ExecError, ExitKind, Outcome, RunOptions};
+use system_profile_model::run::{
+    Method, ProfilerOptions, RunMetrics, RunProfilerInput, RunStatus, RunTarget,
+};
+use system_profile_sample::sampler::{Sampler, SamplerConfig};
+
+/// Observation window of attach-mode methods when `duration_s` is not given.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(30);
+
+/// Where and how one run happens.
+#[derive(Debug, Clone)]
+pub struct RunPlace {
+    /// The run's own folder (created by the caller); every artifact goes here.
+    pub dir: PathBuf,
+    /// Working directory of a started command.
+    pub cwd: PathBuf,
+}
+
+/// A file the run left, with its absolute path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactFile {
+    pub path: PathBuf,
+    pub kind: &'static str,
+    pub bytes: u64,
+}
+
+/// What a finished run gives back.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    pub status: RunStatus,
+    pub argv: Vec<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub wall_s: f64,
+    pub artifacts: Vec<ArtifactFile>,
+    pub metrics: RunMetrics,
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+    pub warnings: Vec<String>,
+    pub error: Option<String>,
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct RunError {
+    kind: RunErrorKind,
+    message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunErrorKind {
+    /// The target does not fit the method (a PID for a method that starts the target).
+    BadTarget,
+    /// The profiler's program is not installed or not permitted.
+    ToolUnavailable,
+    /// This build cannot run the method yet.
+    NotImplemented,
+    /// The run's folder could not be written.
+    Io,
+}
+
+impl RunError {
+    pub fn kind(&self) -> &RunErrorKind {
+        &self.kind
+    }
+
+    fn new(kind: RunErrorKind, message: impl Into<String>) -> Self {
+        RunError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ExecError> for RunError {
+    fn from(e: ExecError) -> Self {
+        let kind = if e.is_not_found() {
+            RunErrorKind::ToolUnavailable
+        } else {
+            RunErrorKind::Io
+        };
+        RunError::new(kind, e.to_string())
+    }
+}
+
+fn window(input: &RunProfilerInput) -> Duration {
+    input
+        .duration_s
+        .map(Duration::from_secs_f64)
+        .unwrap_or(DEFAULT_WINDOW)
+}
+
+fn command_of(input: &RunProfilerInput) -> Result<Vec<String>, RunError> {
+    match &input.target {
+        RunTarget::Command { command, shell } => {
+            if command.is_empty() {
+                return Err(RunError::new(
+                    RunErrorKind::BadTarget,
+                    "target.command is empty: give the argv to run",
+                ));
+            }
+            Ok(if *shell {
+                vec!["/bin/sh".into(), "-c".into(), command.join(" ")]
+            } else {
+                command.clone()
+            })
+        }
+        RunTarget::Pid { pid } => Err(RunError::new(
+            RunErrorKind::BadTarget,
+            format!(
+                "{} starts the target itself and cannot attach to PID {pid}: give target.command, or use procfs_sampler, strace_c or perf_stat, which attach",
+                input.profiler.id()
+            ),
+        )),
+        RunTarget::System { .. } => Err(RunError::new(
+            RunErrorKind::BadTarget,
+            format!(
+                "{} needs a command to run, not the whole machine",
+                input.profiler.id()
+            ),
+        )),
+    }
+}
+
+fn file_artifact(path: PathBuf, kind: &'static str) -> Option<ArtifactFile> {
+    let bytes = std::fs::metadata(&path).ok()?.len();
+    Some(ArtifactFile { path, kind, bytes })
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Supervise `argv` with the run's streams, env, cwd and timeout.
+async fn launch(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    argv: &[String],
+    timeout: Option<Duration>,
+    on_spawn: impl FnOnce(u32),
+) -> Result<Outcome, RunError> {
+    let mut spec = CommandSpec::new(argv.iter().map(String::as_str)).cwd(&place.cwd);
+    for (k, v) in &input.env {
+        spec = spec.env(k, v);
+    }
+    let opts = RunOptions {
+        timeout,
+        stdout_path: Some(place.dir.join("stdout.txt")),
+        stderr_path: Some(place.dir.join("stderr.txt")),
+        ..Default::default()
+    };
+    Ok(run_observed(&spec, &opts, on_spawn).await?)
+}
+
+/// The outcome of the supervised process as status, exit and tails.
+fn finish(outcome: &Outcome, argv: Vec<String>, place: &RunPlace) -> Execution {
+    let (status, exit_code, signal) = match outcome.exit {
+        ExitKind::Exited { code: 0 } => (RunStatus::Completed, Some(0), None),
+        ExitKind::Exited { code } => (RunStatus::Failed, Some(code), None),
+        ExitKind::Signaled { signal } => (RunStatus::Failed, None, Some(signal)),
+        ExitKind::TimedOut => (RunStatus::TimedOut, None, None),
+    };
+    let mut artifacts = Vec::new();
+    artifacts.extend(file_artifact(place.dir.join("stdout.txt"), "stdout"));
+    artifacts.extend(file_artifact(place.dir.join("stderr.txt"), "stderr"));
+    let mut warnings = Vec::new();
+    if outcome.killed_leftovers {
+        warnings.push(
+            "processes the target left running in its group were killed when it ended".into(),
+        );
+    }
+    Execution {
+        status,
+        argv,
+        exit_code,
+        signal,
+        wall_s: outcome.wall.as_secs_f64(),
+        artifacts,
+        metrics: RunMetrics::default(),
+        stdout_tail: outcome.stdout.text(),
+        stderr_tail: outcome.stderr.text(),
+        warnings,
+        error: None,
+    }
+}
+
+fn timeout_of(input: &RunProfilerInput) -> Option<Duration> {
+    input.timeout_s.map(Duration::from_secs_f64)
+}
+
+fn sampler_config(options: &ProfilerOptions, jsonl: PathBuf) -> SamplerConfig {
+    SamplerConfig {
+        rate_hz: options.rate_hz.unwrap_or(100.0),
+        jsonl: Some(jsonl),
+        ..Default::default()
+    }
+}
+
+/// Say in the run why it failed when the target's exit explains it.
+fn explain_exit(e: &mut Execution) {
+    match (e.status, e.exit_code, e.signal) {
+        (RunStatus::Failed, Some(code), _) => {
+            e.error = Some(format!(
+                "the target exited with status {code}; what was measured until then is kept (see stderr_tail)"
+            ))
+        }
+        (RunStatus::Failed, _, Some(sig)) => {
+            e.error = Some(format!(
+                "the target was killed by signal {sig}; what was measured until then is kept"
+            ))
+        }
+        (RunStatus::TimedOut, _, _) => {
+            e.error = Some(
+                "timeout_s passed: the run's process group was killed; what was measured until then is kept"
+                    .into(),
+            )
+        }
+        _ => {}
+    }
+}
+
+async fn time_v(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    with_sampler: bool,
+) -> Result<Execution, RunError> {
+    let target = command_of(input)?;
+    let report = place.dir.join("time-v.txt");
+    let mut argv: Vec<String> = vec![
+        "/usr/bin/time".into(),
+        "-v".into(),
+        "-o".into(),
+        report.to_string_lossy().into_owned(),
+        "--".into(),
+    ];
+    argv.extend(target);
+    let jsonl = place.dir.join("procfs.jsonl");
+    let mut sampler: Option<Sampler> = None;
+    let config = sampler_config(&input.options, jsonl.clone());
+    let outcome = launch(input, place, &argv, timeout_of(input), |pid| {
+        if with_sampler {
+            sampler = Some(Sampler::start(pid, config));
+        }
+    })
+    .await?;
+    let mut e = finish(&outcome, argv, place);
+    if let Some(s) = sampler {
+        e.metrics.procfs = Some(s.stop());
+        e.artifacts.extend(file_artifact(jsonl, "procfs_jsonl"));
+    }
+    let parsed = system_profile_parse::time_v::parse(&read(&report));
+    if e.status != RunStatus::TimedOut {
+        // time's own report of the target: exit status or the signal that ended it.
+        e.exit_code = parsed.value.exit_status;
+        e.signal = parsed.value.terminated_by_signal;
+        if e.status == RunStatus::Failed || e.exit_code == Some(0) {
+            e.status = if e.exit_code == Some(0) {
+                RunStatus::Completed
+            } else {
+                RunStatus::Failed
+            };
+        }
+    }
+    e.warnings.extend(
+        parsed
+            .diagnostics
+            .iter()
+            .map(|d| format!("time -v: {}", d.message)),
+    );
+    if !parsed.diagnostics.is_empty() && e.status == RunStatus::TimedOut {
+        e.warnings
+            .push("time -v wrote no report: it was killed with the target".into());
+    } else {
+        e.metrics.time_v = Some(parsed.value);
+    }
+    e.artifacts.extend(file_artifact(report, "time_v"));
+    explain_exit(&mut e);
+    Ok(e)
+}
+
+async fn procfs_sampler(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let jsonl = place.dir.join("procfs.jsonl");
+    let config = sampler_config(&input.options, jsonl.clone());
+    match &input.target {
+        RunTarget::Pid { pid } => {
+            if system_profile_sample::proc::read_process(*pid).is_none() {
+                return Err(RunError::new(
+                    RunErrorKind::BadTarget,
+                    format!("no process {pid} is running: identify the target again"),
+                ));
+            }
+            let started = Instant::now();
+            let sampler = Sampler::start(*pid, config);
+            let limit = window(input);
+            while started.elapsed() < limit && !sampler.finished() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let summary = sampler.stop();
+            let mut warnings = Vec::new();
+            let ended_early = summary.processes.iter().all(|p| p.exited);
+            if ended_early {
+                warnings.push(format!(
+                    "PID {pid} ended after {:.1} s, before the {:.0} s window: the summary covers its life until then",
+                    summary.wall_s,
+                    limit.as_secs_f64()
+                ));
+            }
+            Ok(Execution {
+                status: RunStatus::Completed,
+                argv: Vec::new(),
+                exit_code: None,
+                signal: None,
+                wall_s: started.elapsed().as_secs_f64(),
+                artifacts: file_artifact(jsonl, "procfs_jsonl").into_iter().collect(),
+                metrics: RunMetrics {
+                    procfs: Some(summary),
+                    ..Default::default()
+                },
+                stdout_tail: String::new(),
+                stderr_tail: String::new(),
+                warnings,
+                error: None,
+            })
+        }
+        _ => {
+            let argv = command_of(input)?;
+            let mut sampler = None;
+            let outcome = launch(input, place, &argv, timeout_of(input), |pid| {
+                sampler = Some(Sampler::start(pid, config));
+            })
+            .await?;
+            let mut e = finish(&outcome, argv, place);
+            if let Some(s) = sampler {
+                e.metrics.procfs = Some(s.stop());
+            }
+            e.artifacts.extend(file_artifact(jsonl, "procfs_jsonl"));
+            explain_exit(&mut e);
+            Ok(e)
+        }
+    }
+}
+
+async fn custom(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let argv = command_of(input)?;
+    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
+    let mut e = finish(&outcome, argv, place);
+    explain_exit(&mut e);
+    Ok(e)
+}
+
+/// `strace -c` of a started command, or of a PID for the window (strace detaches on SIGTERM
+/// and writes its table).
+async fn strace_c(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let table = place.dir.join("strace-c.txt");
+    let mut argv: Vec<String> = vec!["strace".into(), "-c".into()];
+    if input.options.subprocesses != Some(false) {
+        argv.push("-f".into());
+    }
+    argv.extend(["-o".into(), table.to_string_lossy().into_owned()]);
+    let attach = matches!(input.target, RunTarget::Pid { .. });
+    let timeout = match &input.target {
+        RunTarget::Pid { pid } => {
+            argv.extend(["-p".into(), pid.to_string()]);
+            Some(window(input))
+        }
+        _ => {
+            argv.push("--".into());
+            argv.extend(command_of(input)?);
+            timeout_of(input)
+        }
+    };
+    let outcome = launch(input, place, &argv, timeout, |_| {}).await?;
+    let mut e = finish(&outcome, argv, place);
+    if attach && e.status == RunStatus::TimedOut {
+        // The window ended: strace was told to detach, which is how an attach run ends.
+        e.status = RunStatus::Completed;
+    }
+    if attach && e.stderr_tail.contains("Operation not permitted") {
+        e.status = RunStatus::Failed;
+        e.error = Some("strace may not attach here: run as root, set kernel.yama.ptrace_scope=0, or in a container add --cap-add=SYS_PTRACE".into());
+    }
+    let parsed = system_profile_parse::strace_c::parse(&read(&table));
+    e.warnings.extend(
+        parsed
+            .diagnostics
+            .iter()
+            .map(|d| format!("strace -c: {}", d.message)),
+    );
+    e.metrics.syscalls = Some(parsed.value);
+    e.artifacts.extend(file_artifact(table, "strace_c"));
+    if e.error.is_none() {
+        explain_exit(&mut e);
+    }
+    Ok(e)
+}
+
+/// The counters asked for, or a default set that every Linux machine has in software and
+/// most have in hardware.
+fn perf_events(options: &ProfilerOptions) -> String {
+    if options.events.is_empty() {
+        "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions".into()
+    } else {
+        options.events.join(",")
+    }
+}
+
+/// `perf stat -x,` of a started command, or of a PID for the window.
+async fn perf_stat(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let csv = place.dir.join("perf-stat.csv");
+    let mut argv: Vec<String> = vec![
+        "perf".into(),
+        "stat".into(),
+        "-x,".into(),
+        "-o".into(),
+        csv.to_string_lossy().into_owned(),
+        "-e".into(),
+        perf_events(&input.options),
+    ];
+    match &input.target {
+        RunTarget::Pid { pid } => {
+            // perf ends with the `sleep` it runs: the window, without signals.
+            argv.extend([
+                "-p".into(),
+                pid.to_string(),
+                "--".into(),
+                "sleep".into(),
+                format!("{}", window(input).as_secs_f64()),
+            ]);
+        }
+        _ => {
+            argv.push("--".into());
+            argv.extend(command_of(input)?);
+        }
+    }
+    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
+    let mut e = finish(&outcome, argv, place);
+    let parsed = system_profile_parse::perf_stat::parse(&read(&csv));
+    if !parsed.value.unsupported.is_empty() {
+        e.warnings.push(format!(
+            "hardware counters not supported here ({}): {}",
+            parsed.value.unsupported.join(", "),
+            if parsed
+                .value
+                .unsupported
+                .iter()
+                .any(|u| u.starts_with("cycles") || u.starts_with("instructions"))
+            {
+                "cycles and IPC omitted"
+            } else {
+                "those counters omitted"
+            }
+        ));
+    }
+    e.warnings.extend(
+        parsed
+            .diagnostics
+            .iter()
+            .map(|d| format!("perf stat: {}", d.message)),
+    );
+    e.metrics.perf_stat = Some(parsed.value);
+    e.artifacts.extend(file_artifact(csv, "perf_stat_csv"));
+    explain_exit(&mut e);
+    Ok(e)
+}
+
+/// The methods this build runs.
+pub const IMPLEMENTED: [Method; 6] = [
+    Method::TimeV,
+    Method::Measure,
+    Method::ProcfsSampler,
+    Method::Custom,
+    Method::StraceC,
+    Method::PerfStat,
+];
+
+/// Run `input` in `place`. The future can be dropped at any point: the run's process group
+/// dies with it, and an attached sampler stops.
+pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    std::fs::create_dir_all(&place.dir).map_err(|e| {
+        RunError::new(
+            RunErrorKind::Io,
+            format!("cannot create {}: {e}", place.dir.display()),
+        )
+    })?;
+    match input.profiler {
+        Method::TimeV => time_v(input, place, false).await,
+        Method::Measure => time_v(input, place, true).await,
+        Method::ProcfsSampler => procfs_sampler(input, place).await,
+        Method::Custom => custom(input, place).await,
+        Method::StraceC => strace_c(input, place).await,
+        Method::PerfStat => perf_stat(input, place).await,
+        other => Err(RunError::new(
+            RunErrorKind::NotImplemented,
+            format!(
+                "run_profiler cannot run `{}` in this build yet; it runs {}. Run the tool by hand meanwhile and keep its output under profile_output/",
+                other.id(),
+                IMPLEMENTED.iter().map(|m| m.id()).collect::<Vec<_>>().join(", ")
+            ),
+        )),
+    }
+}

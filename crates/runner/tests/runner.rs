@@ -1,0 +1,374 @@
+//! Each method against real programs started here, checked against ground truth: the
+//! program's own accounting, a separate /usr/bin/time -v, and /proc after the run.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use system_profile_model::run::{Method, ProfilerOptions, RunProfilerInput, RunStatus, RunTarget};
+use system_profile_runner::{execute, RunErrorKind, RunPlace};
+
+fn python() -> String {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn input(profiler: Method, target: RunTarget) -> RunProfilerInput {
+    RunProfilerInput {
+        profiler,
+        target,
+        cwd: None,
+        env: BTreeMap::new(),
+        duration_s: None,
+        timeout_s: None,
+        options: ProfilerOptions::default(),
+        label: None,
+        background: false,
+    }
+}
+
+fn command(argv: &[&str]) -> RunTarget {
+    RunTarget::Command {
+        command: argv.iter().map(|s| s.to_string()).collect(),
+        shell: false,
+    }
+}
+
+fn place(dir: &Path) -> RunPlace {
+    RunPlace {
+        dir: dir.join("run"),
+        cwd: dir.to_path_buf(),
+    }
+}
+
+/// A CPU-bound program that holds 48 MiB and sleeps 50 times (voluntary switches).
+const WORK: &str = r#"
+import time
+hold = bytearray(48 * 1024 * 1024)
+for i in range(0, len(hold), 4096):
+    hold[i] = 1
+t = 0
+for i in range(3_000_000):
+    t += i * i
+for _ in range(50):
+    time.sleep(0.005)
+print("done", t)
+"#;
+
+fn tool(name: &str) -> bool {
+    let present = system_profile_exec::which(name).is_some();
+    if !present {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is required under CI"
+        );
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("skipping: {name} is not installed");
+        }
+    }
+    present
+}
+
+#[tokio::test]
+async fn measure_agrees_with_a_separate_time_v() {
+    if !tool("/usr/bin/time") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let e = execute(
+        &input(Method::Measure, command(&[&py, "-c", WORK])),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert_eq!(e.exit_code, Some(0));
+    assert!(e.stdout_tail.starts_with("done"));
+    let t = e.metrics.time_v.as_ref().unwrap();
+    let p = e.metrics.procfs.as_ref().unwrap();
+    // The same program under a separate /usr/bin/time -v.
+    let out = Command::new("/usr/bin/time")
+        .args(["-v", &py, "-c", WORK])
+        .output()
+        .unwrap();
+    let separate = system_profile_parse::time_v::parse(&String::from_utf8_lossy(&out.stderr)).value;
+    let ratio = t.max_rss_bytes as f64 / separate.max_rss_bytes as f64;
+    assert!(
+        (0.9..1.1).contains(&ratio),
+        "max RSS {} vs {}",
+        t.max_rss_bytes,
+        separate.max_rss_bytes
+    );
+    // Voluntary switches: 50 sleeps and the interpreter's own; within 20% or 10.
+    let (a, b) = (
+        t.voluntary_ctx_switches as f64,
+        separate.voluntary_ctx_switches as f64,
+    );
+    assert!((a - b).abs() <= (0.2 * b).max(10.0), "voluntary {a} vs {b}");
+    // The sampler saw the python process with its 48 MiB, and most of its CPU time.
+    let py_proc = p
+        .processes
+        .iter()
+        .find(|x| x.cmdline.iter().any(|a| a == "-c"))
+        .unwrap();
+    assert!(py_proc.rss_peak_bytes >= 48 * 1024 * 1024, "{py_proc:?}");
+    let cpu = t.user_s + t.sys_s;
+    assert!(
+        p.cpu_user_s + p.cpu_sys_s >= 0.7 * cpu,
+        "sampled {} of {cpu}",
+        p.cpu_user_s + p.cpu_sys_s
+    );
+    let kinds: Vec<&str> = e.artifacts.iter().map(|a| a.kind).collect();
+    for k in ["stdout", "stderr", "time_v", "procfs_jsonl"] {
+        assert!(kinds.contains(&k), "{kinds:?}");
+    }
+    assert_eq!(e.argv[0], "/usr/bin/time");
+}
+
+#[tokio::test]
+async fn a_crashing_target_keeps_what_was_measured() {
+    if !tool("/usr/bin/time") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let e = execute(
+        &input(
+            Method::TimeV,
+            command(&[&py, "-c", "import sys; x = bytearray(8 << 20); sys.exit(3)"]),
+        ),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.status, RunStatus::Failed);
+    assert_eq!(e.exit_code, Some(3));
+    assert!(e.error.as_deref().unwrap().contains("status 3"));
+    assert!(e.metrics.time_v.as_ref().unwrap().max_rss_bytes > 8 << 20);
+    let e = execute(
+        &input(
+            Method::TimeV,
+            command(&[
+                &py,
+                "-c",
+                "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+            ]),
+        ),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap();
+    assert_eq!((e.status, e.signal), (RunStatus::Failed, Some(9)), "{e:?}");
+}
+
+/// Live members of process group `pgid`, from /proc.
+fn group_members(pgid: u32) -> Vec<u32> {
+    system_profile_sample::proc::list_processes()
+        .into_iter()
+        .filter(|p| p.state != 'Z')
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{}/stat", p.pid))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .map(|x| x.1.split_whitespace().nth(2).map(str::to_string))
+                })
+                .flatten()
+                == Some(pgid.to_string())
+        })
+        .map(|p| p.pid)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_timeout_kills_a_tree_that_ignores_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let script = format!(
+        "trap '' TERM; echo $$ > {}; (trap '' TERM; sleep 60) & sleep 60",
+        pidfile.display()
+    );
+    let mut i = input(Method::Custom, command(&["/bin/sh", "-c", &script]));
+    i.timeout_s = Some(0.5);
+    let started = Instant::now();
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    assert_eq!(e.status, RunStatus::TimedOut);
+    assert!(e.error.as_deref().unwrap().contains("timeout_s"));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let pgid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(group_members(pgid), Vec::<u32>::new());
+}
+
+#[tokio::test]
+async fn strace_counts_the_syscalls_of_a_command_and_of_a_pid() {
+    if !tool("strace") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let e = execute(
+        &input(
+            Method::StraceC,
+            command(&[
+                &py,
+                "-c",
+                "import time\nfor _ in range(20):\n    time.sleep(0.001)\n",
+            ]),
+        ),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    let s = e.metrics.syscalls.as_ref().unwrap();
+    let sleeps = s
+        .rows
+        .iter()
+        .find(|r| r.syscall == "clock_nanosleep")
+        .expect("clock_nanosleep");
+    assert!(sleeps.calls >= 20, "{sleeps:?}");
+    // Attach to a process that sleeps in a loop, for one second.
+    let mut child = Command::new(&py)
+        .args(["-c", "import time\nwhile True:\n    time.sleep(0.01)\n"])
+        .spawn()
+        .unwrap();
+    let mut i = input(Method::StraceC, RunTarget::Pid { pid: child.id() });
+    i.duration_s = Some(1.0);
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    if e.status == RunStatus::Failed {
+        // ptrace refused (a container without SYS_PTRACE): the error says what to do.
+        assert!(
+            e.error.as_deref().unwrap().contains("ptrace_scope"),
+            "{e:?}"
+        );
+        return;
+    }
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    let sleeps = e
+        .metrics
+        .syscalls
+        .as_ref()
+        .unwrap()
+        .rows
+        .iter()
+        .find(|r| r.syscall == "clock_nanosleep")
+        .map(|r| r.calls)
+        .unwrap_or(0);
+    assert!(
+        (40..=110).contains(&sleeps),
+        "{sleeps} sleeps in 1 s of a 10 ms loop"
+    );
+}
+
+#[tokio::test]
+async fn perf_stat_reports_counters_and_says_which_are_missing() {
+    if !tool("perf") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let e = execute(
+        &input(Method::PerfStat, command(&[&py, "-c", WORK])),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap();
+    if e.status == RunStatus::Failed && e.stderr_tail.contains("perf_event_paranoid") {
+        return;
+    }
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    let p = e.metrics.perf_stat.as_ref().unwrap();
+    let task = p.counters.iter().find(|c| c.event == "task-clock").unwrap();
+    assert!(task.value.unwrap() > 50.0, "{task:?}");
+    assert!(p.cpus_utilized.unwrap() > 0.3);
+    if !p.unsupported.is_empty() {
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("cycles and IPC omitted")),
+            "{:?}",
+            e.warnings
+        );
+    } else {
+        assert!(p.ipc.is_some());
+    }
+}
+
+#[tokio::test]
+async fn the_sampler_attaches_for_a_window_and_notices_an_early_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let mut child = Command::new(&py)
+        .args([
+            "-c",
+            "import time\nx = bytearray(32 << 20)\ntime.sleep(0.6)\n",
+        ])
+        .spawn()
+        .unwrap();
+    let mut i = input(Method::ProcfsSampler, RunTarget::Pid { pid: child.id() });
+    i.duration_s = Some(3.0);
+    let here = place(dir.path());
+    let run = execute(&i, &here);
+    let reaper = tokio::task::spawn_blocking(move || child.wait());
+    let e = run.await.unwrap();
+    reaper.await.unwrap().unwrap();
+    assert_eq!(e.status, RunStatus::Completed);
+    assert!(
+        e.wall_s < 2.5,
+        "the run ends with the process: {}",
+        e.wall_s
+    );
+    assert!(
+        e.warnings.iter().any(|w| w.contains("ended after")),
+        "{:?}",
+        e.warnings
+    );
+    assert!(e.metrics.procfs.as_ref().unwrap().rss_peak_bytes >= 32 << 20);
+}
+
+#[tokio::test]
+async fn targets_that_do_not_fit_and_methods_not_built_are_errors_that_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = execute(
+        &input(Method::TimeV, RunTarget::Pid { pid: 1 }),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), &RunErrorKind::BadTarget);
+    assert!(err.to_string().contains("give target.command"));
+    let err = execute(
+        &input(Method::ProcfsSampler, RunTarget::Pid { pid: 4_194_000 }),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("no process 4194000"));
+    let err = execute(
+        &input(Method::Custom, command(&["/no/such/program"])),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), &RunErrorKind::ToolUnavailable);
+    let err = execute(
+        &input(Method::NvmlSampler, RunTarget::System { system: true }),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), &RunErrorKind::NotImplemented);
+    assert!(err.to_string().contains("time_v, measure, procfs_sampler"));
+}

@@ -1,6 +1,8 @@
 //! The engine: the six steps of `/system-profile` as one API over the other crates, with the
-//! per-session state they share (today: the detection cache). It knows nothing of JSON-RPC or
-//! MCP; the `mcp` crate and the CLI both drive it.
+//! per-session state they share (the detection cache, the runs of this session). It knows
+//! nothing of JSON-RPC or MCP; the `mcp` crate and the CLI both drive it.
+
+mod runs;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -9,6 +11,10 @@ use std::time::Duration;
 use system_profile_detect::{detect, DetectOptions, DETECT_PARTS};
 use system_profile_model::detect::{DetectReport, DetectToolsInput};
 use system_profile_model::plan::{Plan, PlanProfileInput, TargetSpec};
+use system_profile_model::run::{
+    CancelRunInput, GetRunInput, ListRunsInput, RunList, RunProfilerInput, RunRecord, RunStatus,
+    RunTarget,
+};
 use system_profile_model::target::{IdentifyTargetInput, Target};
 use system_profile_plan::identify::{identify, IdentifyOptions};
 use system_profile_plan::planner::{plan, PlanOptions};
@@ -83,18 +89,24 @@ pub enum EngineError {
         field: &'static str,
         message: String,
     },
+    /// The tool ran and could not do its job (a profiler missing, a run that failed to start).
+    #[error("{message}")]
+    Failed { message: String },
 }
 
 /// One server's engine. Cheap to share behind an `Arc`.
 pub struct Engine {
     config: EngineConfig,
+    runs: Arc<runs::RunBook>,
     /// Detection per interpreter, for the life of the session; `refresh` replaces it.
     detect_cache: tokio::sync::Mutex<HashMap<String, Arc<DetectReport>>>,
 }
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Self {
+        let root = std::path::absolute(&config.root).unwrap_or(config.root.clone());
         Engine {
+            runs: Arc::new(runs::RunBook::new(root)),
             config,
             detect_cache: tokio::sync::Mutex::new(HashMap::new()),
         }
@@ -296,6 +308,167 @@ impl Engine {
         .await;
         cache.insert(python, Arc::new(report.clone()));
         Ok(report)
+    }
+}
+
+impl Engine {
+    /// Step 5: run one method now, or in the background (`background: true`). The run gets a
+    /// folder under `profile_output/<session>/` and a record in the session's manifest from
+    /// its start; a foreground call reports its elapsed time as progress, and takes its run
+    /// with it when the caller goes away.
+    pub async fn run_profiler(
+        &self,
+        input: RunProfilerInput,
+        progress: &Progress,
+    ) -> Result<RunRecord, EngineError> {
+        for (field, value) in [
+            ("duration_s", input.duration_s),
+            ("timeout_s", input.timeout_s),
+        ] {
+            if let Some(v) = value {
+                if !(v.is_finite() && (0.1..=86_400.0).contains(&v)) {
+                    return Err(EngineError::InvalidInput {
+                        field,
+                        message: format!("{v} is out of range: give seconds between 0.1 and 86400"),
+                    });
+                }
+            }
+        }
+        if let RunTarget::System { system: false } = input.target {
+            return Err(EngineError::InvalidInput {
+                field: "target",
+                message: "`system` must be true (the whole machine), or give `command` or `pid`"
+                    .into(),
+            });
+        }
+        if let Some(k) = input.env.keys().find(|k| k.is_empty() || k.contains('=')) {
+            return Err(EngineError::InvalidInput {
+                field: "env",
+                message: format!("{k:?} is not a variable name"),
+            });
+        }
+        let cwd = self.resolve_cwd(input.cwd.as_deref())?;
+        let (run_id, dir) = self.runs.allocate(&input);
+        let record = RunRecord {
+            run_id: run_id.clone(),
+            session: self.runs.session().to_string(),
+            profiler: input.profiler,
+            label: input.label.clone(),
+            status: RunStatus::Running,
+            target: input.target.clone(),
+            argv: Vec::new(),
+            cwd: cwd.to_string_lossy().into_owned(),
+            env: input.env.clone(),
+            started_at_unix_s: runs::now_unix_s(),
+            ended_at_unix_s: None,
+            wall_s: None,
+            exit_code: None,
+            signal: None,
+            dir: self
+                .runs
+                .session_dir()
+                .join(&run_id)
+                .to_string_lossy()
+                .into_owned(),
+            artifacts: Vec::new(),
+            metrics: Default::default(),
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+            warnings: Vec::new(),
+            error: None,
+        };
+        self.runs.insert(record.clone());
+        let place = system_profile_runner::RunPlace { dir, cwd };
+        let (done_tx, done_rx) = tokio::sync::watch::channel(false);
+        let book = self.runs.clone();
+        let id = run_id.clone();
+        let background = input.background;
+        let task = tokio::spawn(async move {
+            let result = system_profile_runner::execute(&input, &place).await;
+            book.finish(&id, result);
+            book.unregister(&id);
+            let _ = done_tx.send(true);
+        });
+        self.runs
+            .register(&run_id, task.abort_handle(), done_rx.clone());
+        if background {
+            return Ok(record);
+        }
+        let mut guard = runs::CancelOnDrop {
+            book: self.runs.clone(),
+            run_id: run_id.clone(),
+            armed: true,
+        };
+        let started = std::time::Instant::now();
+        let mut done = done_rx;
+        loop {
+            tokio::select! {
+                _ = done.wait_for(|d| *d) => break,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                    let s = started.elapsed().as_secs_f64();
+                    progress.report(s.floor(), None, format!("{} running for {s:.0} s", record.profiler.id()));
+                }
+            }
+        }
+        guard.armed = false;
+        let finished = self.runs.get(&run_id).unwrap_or(record);
+        match (&finished.status, &finished.error) {
+            // Could not start at all: the caller gets an error that says what to do.
+            (RunStatus::Failed, Some(e))
+                if finished.argv.is_empty() && finished.metrics == Default::default() =>
+            {
+                Err(EngineError::Failed {
+                    message: format!(
+                        "{} (run {} recorded in {})",
+                        e, finished.run_id, finished.dir
+                    ),
+                })
+            }
+            _ => Ok(finished),
+        }
+    }
+
+    /// A run's record; with `wait_s`, after waiting up to that long for it to end.
+    pub async fn get_run(&self, input: GetRunInput) -> Result<RunRecord, EngineError> {
+        let unknown = || EngineError::InvalidInput {
+            field: "run_id",
+            message: format!(
+                "no run `{}` in this session; list_runs shows them",
+                input.run_id
+            ),
+        };
+        self.runs.get(&input.run_id).ok_or_else(unknown)?;
+        if let (Some(wait), Some(mut w)) = (input.wait_s, self.runs.watcher(&input.run_id)) {
+            if !(wait.is_finite() && (0.0..=3600.0).contains(&wait)) {
+                return Err(EngineError::InvalidInput {
+                    field: "wait_s",
+                    message: format!("{wait} is out of range: give seconds between 0 and 3600"),
+                });
+            }
+            let _ = tokio::time::timeout(Duration::from_secs_f64(wait), w.wait_for(|d| *d)).await;
+        }
+        self.runs.get(&input.run_id).ok_or_else(unknown)
+    }
+
+    pub fn list_runs(&self, input: ListRunsInput) -> RunList {
+        let mut list = self.runs.list();
+        if let Some(s) = input.status {
+            list.runs.retain(|r| r.status == s);
+        }
+        list
+    }
+
+    /// Stop a run and kill its processes; a run that already ended is returned as it is.
+    pub fn cancel_run(&self, input: CancelRunInput) -> Result<RunRecord, EngineError> {
+        self.runs
+            .cancel(&input.run_id)
+            .ok_or_else(|| EngineError::InvalidInput {
+                field: "run_id",
+                message: format!(
+                    "no run `{}` in this session; list_runs shows them",
+                    input.run_id
+                ),
+            })
     }
 }
 

@@ -11,6 +11,9 @@ use system_profile_engine::{Engine, EngineError, Progress};
 use system_profile_model::detect::{DetectReport, DetectToolsInput};
 use system_profile_model::plan::{Plan, PlanProfileInput};
 use system_profile_model::recipe::Recipe;
+use system_profile_model::run::{
+    CancelRunInput, GetRunInput, ListRunsInput, RunList, RunProfilerInput, RunRecord,
+};
 use system_profile_model::target::{IdentifyTargetInput, Target};
 
 /// What a client may assume about a tool (MCP `ToolAnnotations`).
@@ -114,6 +117,10 @@ impl From<EngineError> for ToolError {
             EngineError::InvalidInput { field, .. } => {
                 ToolError::invalid(Some(field.to_string()), e.to_string())
             }
+            EngineError::Failed { message } => ToolError {
+                kind: ToolErrorKind::Failed,
+                message,
+            },
         }
     }
 }
@@ -238,7 +245,58 @@ fn plan_profile_call<'a>(
     })
 }
 
-static TOOLS: [ToolDef; 3] = [
+fn run_profiler_call<'a>(
+    engine: &'a Engine,
+    arguments: Value,
+    progress: &'a Progress,
+) -> BoxFuture<'a, Result<Value, ToolError>> {
+    Box::pin(async move {
+        let input: RunProfilerInput = decode_arguments(arguments)?;
+        to_value(&engine.run_profiler(input, progress).await?)
+    })
+}
+
+fn get_run_call<'a>(
+    engine: &'a Engine,
+    arguments: Value,
+    _progress: &'a Progress,
+) -> BoxFuture<'a, Result<Value, ToolError>> {
+    Box::pin(async move {
+        let input: GetRunInput = decode_arguments(arguments)?;
+        to_value(&engine.get_run(input).await?)
+    })
+}
+
+fn list_runs_call<'a>(
+    engine: &'a Engine,
+    arguments: Value,
+    _progress: &'a Progress,
+) -> BoxFuture<'a, Result<Value, ToolError>> {
+    Box::pin(async move {
+        let input: ListRunsInput = decode_arguments(arguments)?;
+        to_value(&engine.list_runs(input))
+    })
+}
+
+fn cancel_run_call<'a>(
+    engine: &'a Engine,
+    arguments: Value,
+    _progress: &'a Progress,
+) -> BoxFuture<'a, Result<Value, ToolError>> {
+    Box::pin(async move {
+        let input: CancelRunInput = decode_arguments(arguments)?;
+        to_value(&engine.cancel_run(input)?)
+    })
+}
+
+const READ_ONLY: Annotations = Annotations {
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+};
+
+static TOOLS: [ToolDef; 7] = [
     ToolDef {
         name: "identify_target",
         title: "Identify the profiling target",
@@ -304,6 +362,66 @@ static TOOLS: [ToolDef; 3] = [
         input_schema: schema_of::<PlanProfileInput>,
         output_schema: schema_of::<Plan>,
         call: plan_profile_call,
+    },
+    ToolDef {
+        name: "run_profiler",
+        title: "Run a profiler",
+        description: "Step 5 of /system-profile: run one method against a command (argv, never a \
+            shell unless shell: true) or a running PID, supervised in its own process group \
+            (timeout_s kills the whole group), with stdout, stderr and every artifact under \
+            profile_output/<session>/<run_id>/ and typed metrics parsed from them. Built today: \
+            time_v (wall, user, sys, CPU%, max RSS, faults, context switches), measure (time -v \
+            with the /proc sampler: per-process CPU, RSS timeline, context switches, I/O), \
+            procfs_sampler (a command, or a PID for duration_s), strace_c and perf_stat (a \
+            command, or a PID for duration_s), custom (any command). The exact arguments come \
+            from plan_profile. background: true returns the run_id at once (get_run, list_runs, \
+            cancel_run); a foreground run reports progress. A target that crashes still yields \
+            what was measured, with status failed.",
+        annotations: Annotations {
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+            open_world: false,
+        },
+        input_schema: schema_of::<RunProfilerInput>,
+        output_schema: schema_of::<RunRecord>,
+        call: run_profiler_call,
+    },
+    ToolDef {
+        name: "get_run",
+        title: "Get a run",
+        description: "A run of this session by run_id: status (running, completed, failed, \
+            timed_out, cancelled), exit, wall time, artifacts, metrics, output tails, warnings. \
+            wait_s waits up to that long for a running run to end.",
+        annotations: READ_ONLY,
+        input_schema: schema_of::<GetRunInput>,
+        output_schema: schema_of::<RunRecord>,
+        call: get_run_call,
+    },
+    ToolDef {
+        name: "list_runs",
+        title: "List runs",
+        description: "Every run of this session, in start order, optionally only those in one \
+            status; the same list as profile_output/<session>/manifest.json.",
+        annotations: READ_ONLY,
+        input_schema: schema_of::<ListRunsInput>,
+        output_schema: schema_of::<RunList>,
+        call: list_runs_call,
+    },
+    ToolDef {
+        name: "cancel_run",
+        title: "Cancel a run",
+        description: "Stop a running run: its whole process group is killed and its record says \
+            cancelled. A run that already ended is returned unchanged.",
+        annotations: Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: true,
+            open_world: false,
+        },
+        input_schema: schema_of::<CancelRunInput>,
+        output_schema: schema_of::<RunRecord>,
+        call: cancel_run_call,
     },
 ];
 

@@ -91,14 +91,22 @@ fn schemas_writes_every_file_and_check_catches_a_stale_one() {
     assert_eq!(
         names,
         [
+            "cancel_run.input.json",
+            "cancel_run.output.json",
             "detect_tools.input.json",
             "detect_tools.output.json",
+            "get_run.input.json",
+            "get_run.output.json",
             "identify_target.input.json",
             "identify_target.output.json",
+            "list_runs.input.json",
+            "list_runs.output.json",
             "notes.txt",
             "plan_profile.input.json",
             "plan_profile.output.json",
             "recipe.json",
+            "run_profiler.input.json",
+            "run_profiler.output.json",
         ],
         "stale schema removed, other files kept, no temporary left"
     );

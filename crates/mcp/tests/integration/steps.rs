@@ -146,3 +146,181 @@ fn unclear_words_are_questions_and_bad_arguments_name_their_field() {
         "{r}"
     );
 }
+
+fn real_python() -> String {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn runs_in_the_foreground_and_the_background_with_a_manifest() {
+    let mut s = Server::spawn(&[]);
+    let py = real_python();
+    // Foreground, with progress: measure a short program.
+    let r = s.ask(
+        &json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_profiler",
+            "arguments":{"profiler":"measure","target":{"command":[py, "-c", "import time; x = bytearray(20 << 20); time.sleep(1.5)"]},"label":"first"},
+            "_meta":{"progressToken":"run-1"}}})
+        .to_string(),
+    );
+    assert_eq!(r["method"], "notifications/progress", "{r}");
+    assert_eq!(r["params"]["progressToken"], "run-1");
+    let r = loop {
+        let m = s.recv();
+        if m.get("id").is_some() {
+            break m;
+        }
+    };
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let run = &r["result"]["structuredContent"];
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["label"], "first");
+    assert!(run["metrics"]["time_v"]["max_rss_bytes"].as_u64().unwrap() > 20 << 20);
+    assert!(run["metrics"]["procfs"]["samples"].as_u64().unwrap() > 10);
+    for a in run["artifacts"].as_array().unwrap() {
+        let path = s.root.path().join(a["path"].as_str().unwrap());
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            a["bytes"].as_u64().unwrap(),
+            "{a}"
+        );
+    }
+    let manifest_path = s
+        .root
+        .path()
+        .join(run["dir"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .join("manifest.json");
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    assert_eq!(manifest["runs"][0]["run_id"], run["run_id"]);
+    assert_eq!(manifest["runs"][0]["status"], "completed");
+
+    // Background: a run that writes its PID and sleeps; cancel kills it.
+    let pidfile = s.root.path().join("pid");
+    let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
+    let r = call(
+        &mut s,
+        2,
+        "run_profiler",
+        json!({"profiler":"custom","target":{"command":["/bin/sh","-c",script]},"background":true}),
+    );
+    let bg = &r["result"]["structuredContent"];
+    assert_eq!(bg["status"], "running", "{r}");
+    let id = bg["run_id"].as_str().unwrap().to_string();
+    assert!(wait_until(std::time::Duration::from_secs(10), || pidfile.exists()));
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let r = call(&mut s, 3, "list_runs", json!({"status":"running"}));
+    assert_eq!(
+        r["result"]["structuredContent"]["runs"][0]["run_id"],
+        id.as_str(),
+        "{r}"
+    );
+    let r = call(&mut s, 4, "cancel_run", json!({"run_id": id}));
+    assert_eq!(
+        r["result"]["structuredContent"]["status"], "cancelled",
+        "{r}"
+    );
+    assert!(
+        wait_until(std::time::Duration::from_secs(5), || !alive(pid)),
+        "the cancelled run's process lives on"
+    );
+
+    // get_run waits for a short background run.
+    let r = call(
+        &mut s,
+        5,
+        "run_profiler",
+        json!({"profiler":"time_v","target":{"command":["/bin/sh","-c","exit 4"]},"background":true}),
+    );
+    let id = r["result"]["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = call(&mut s, 6, "get_run", json!({"run_id": id, "wait_s": 10}));
+    let done = &r["result"]["structuredContent"];
+    assert_eq!(done["status"], "failed", "{r}");
+    assert_eq!(done["exit_code"], 4);
+    assert!(done["error"].as_str().unwrap().contains("status 4"));
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    let statuses: Vec<&str> = manifest["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["completed", "cancelled", "failed"]);
+}
+
+#[test]
+fn run_errors_say_what_to_do() {
+    let mut s = Server::spawn(&[]);
+    let r = call(
+        &mut s,
+        1,
+        "run_profiler",
+        json!({"profiler":"py_spy_record","target":{"command":["true"]}}),
+    );
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cannot run `py_spy_record` in this build yet"),
+        "{r}"
+    );
+    let r = call(
+        &mut s,
+        2,
+        "run_profiler",
+        json!({"profiler":"custom","target":{"command":["/no/such/program"]}}),
+    );
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let r = call(
+        &mut s,
+        3,
+        "run_profiler",
+        json!({"profiler":"time_v","target":{"pid":1}}),
+    );
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("give target.command"),
+        "{r}"
+    );
+    for (id, params, field) in [
+        (
+            4,
+            json!({"profiler":"custom","target":{"command":["true"]},"duration_s":0}),
+            "duration_s",
+        ),
+        (
+            5,
+            json!({"profiler":"no_such","target":{"command":["true"]}}),
+            "profiler",
+        ),
+        (
+            6,
+            json!({"profiler":"custom","target":{"command":["true"]},"cwd":"nowhere"}),
+            "cwd",
+        ),
+    ] {
+        let r = s.ask(
+            &json!({"jsonrpc":"2.0","id":id,"method":"run_profiler","params":params}).to_string(),
+        );
+        assert_eq!(r["error"]["data"]["field"], field, "{r}");
+    }
+    let r = s.ask(r#"{"jsonrpc":"2.0","id":7,"method":"get_run","params":{"run_id":"r999-x"}}"#);
+    assert_eq!(r["error"]["data"]["field"], "run_id", "{r}");
+}

@@ -209,7 +209,15 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 /// Every tool, in the order tools/list gives them.
-pub const TOOL_NAMES: [&str; 3] = ["identify_target", "detect_tools", "plan_profile"];
+pub const TOOL_NAMES: [&str; 7] = [
+    "identify_target",
+    "detect_tools",
+    "plan_profile",
+    "run_profiler",
+    "get_run",
+    "list_runs",
+    "cancel_run",
+];
 
 /// The tool named `name` in a tools/list result.
 pub fn tool<'a>(list: &'a Value, name: &str) -> &'a Value {

@@ -1,0 +1,272 @@
+//! Runs and jobs: each `run_profiler` call is a task with a record in this session's
+//! `profile_output/<session>/manifest.json`, written when the run starts and again when it
+//! ends, atomically (a temporary file renamed over the old one).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+use system_profile_model::run::{RunList, RunProfilerInput, RunRecord, RunStatus};
+use system_profile_runner::{Execution, RunErrorKind};
+use tokio::sync::watch;
+
+pub fn now_unix_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC for a Unix time (days-from-civil, inverted).
+pub fn utc_stamp(unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        secs / 3600,
+        (secs / 60) % 60,
+        secs % 60
+    )
+}
+
+/// Write `bytes` to `path` through a temporary file in the same folder and a rename, so a
+/// reader sees the old file or the new one, never half of one.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("json.tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+/// One run in progress: how to stop it and how to learn that it ended.
+struct Job {
+    abort: tokio::task::AbortHandle,
+    done: watch::Receiver<bool>,
+}
+
+/// This session's runs.
+pub struct RunBook {
+    root: PathBuf,
+    session: String,
+    records: Mutex<Vec<RunRecord>>,
+    jobs: Mutex<HashMap<String, Job>>,
+    /// Serialises manifest writes (records are cloned under `records`, written outside it).
+    write_lock: Mutex<()>,
+}
+
+impl RunBook {
+    pub fn new(root: PathBuf) -> RunBook {
+        let started = now_unix_s() as u64;
+        RunBook {
+            root,
+            session: format!("{}-{}", utc_stamp(started), std::process::id()),
+            records: Mutex::new(Vec::new()),
+            jobs: Mutex::new(HashMap::new()),
+            write_lock: Mutex::new(()),
+        }
+    }
+
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// The session's folder, relative to the root.
+    pub fn session_dir(&self) -> PathBuf {
+        Path::new("profile_output").join(&self.session)
+    }
+
+    fn relative(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// A new run's id and absolute folder.
+    pub fn allocate(&self, input: &RunProfilerInput) -> (String, PathBuf) {
+        let n = self.records.lock().map(|r| r.len()).unwrap_or(0) + 1;
+        let id = format!("r{n:03}-{}", input.profiler.id().replace('_', "-"));
+        let dir = self.root.join(self.session_dir()).join(&id);
+        (id, dir)
+    }
+
+    pub fn list(&self) -> RunList {
+        RunList {
+            session: self.session.clone(),
+            dir: self.session_dir().to_string_lossy().into_owned(),
+            runs: self.records.lock().map(|r| r.clone()).unwrap_or_default(),
+        }
+    }
+
+    pub fn get(&self, run_id: &str) -> Option<RunRecord> {
+        self.records
+            .lock()
+            .ok()?
+            .iter()
+            .find(|r| r.run_id == run_id)
+            .cloned()
+    }
+
+    /// Write manifest.json from the records as they are now.
+    pub fn save(&self) -> std::io::Result<()> {
+        let _one_writer = self.write_lock.lock();
+        let list = self.list();
+        let dir = self.root.join(self.session_dir());
+        std::fs::create_dir_all(&dir)?;
+        let text = serde_json::to_vec_pretty(&list).map_err(std::io::Error::other)?;
+        write_atomically(&dir.join("manifest.json"), &text)
+    }
+
+    pub fn insert(&self, record: RunRecord) {
+        if let Ok(mut r) = self.records.lock() {
+            r.push(record);
+        }
+        if let Err(e) = self.save() {
+            tracing::warn!("manifest not written: {e}");
+        }
+    }
+
+    fn update(&self, run_id: &str, f: impl FnOnce(&mut RunRecord)) {
+        if let Ok(mut r) = self.records.lock() {
+            if let Some(rec) = r.iter_mut().find(|r| r.run_id == run_id) {
+                f(rec);
+            }
+        }
+        if let Err(e) = self.save() {
+            tracing::warn!("manifest not written: {e}");
+        }
+    }
+
+    /// Fill a record from a finished execution.
+    pub fn finish(&self, run_id: &str, result: Result<Execution, system_profile_runner::RunError>) {
+        let ended = now_unix_s();
+        self.update(run_id, |rec| {
+            rec.ended_at_unix_s = Some(ended);
+            match result {
+                Ok(e) => {
+                    rec.status = e.status;
+                    rec.argv = e.argv;
+                    rec.exit_code = e.exit_code;
+                    rec.signal = e.signal;
+                    rec.wall_s = Some(e.wall_s);
+                    rec.artifacts = e
+                        .artifacts
+                        .into_iter()
+                        .map(|a| system_profile_model::run::Artifact {
+                            path: self.relative(&a.path),
+                            kind: a.kind.to_string(),
+                            bytes: a.bytes,
+                        })
+                        .collect();
+                    rec.metrics = e.metrics;
+                    rec.stdout_tail = e.stdout_tail;
+                    rec.stderr_tail = e.stderr_tail;
+                    rec.warnings = e.warnings;
+                    rec.error = e.error;
+                }
+                Err(err) => {
+                    rec.status = RunStatus::Failed;
+                    rec.wall_s = Some(ended - rec.started_at_unix_s);
+                    rec.error = Some(match err.kind() {
+                        RunErrorKind::ToolUnavailable => {
+                            format!("{err} (detect_tools says how to install or permit it)")
+                        }
+                        _ => err.to_string(),
+                    });
+                }
+            }
+        });
+    }
+
+    pub fn register(
+        &self,
+        run_id: &str,
+        abort: tokio::task::AbortHandle,
+        done: watch::Receiver<bool>,
+    ) {
+        if let Ok(mut j) = self.jobs.lock() {
+            j.insert(run_id.to_string(), Job { abort, done });
+        }
+    }
+
+    pub fn unregister(&self, run_id: &str) {
+        if let Ok(mut j) = self.jobs.lock() {
+            j.remove(run_id);
+        }
+    }
+
+    /// Stop a running run: its task is aborted (its process group dies with it) and the
+    /// record says cancelled. A run that already ended is left as it is.
+    pub fn cancel(&self, run_id: &str) -> Option<RunRecord> {
+        let job = self.jobs.lock().ok()?.remove(run_id);
+        if let Some(job) = job {
+            job.abort.abort();
+            let ended = now_unix_s();
+            self.update(run_id, |rec| {
+                if rec.status == RunStatus::Running {
+                    rec.status = RunStatus::Cancelled;
+                    rec.ended_at_unix_s = Some(ended);
+                    rec.wall_s = Some(ended - rec.started_at_unix_s);
+                    rec.error = Some("cancelled: the run's processes were killed".into());
+                }
+            });
+        }
+        self.get(run_id)
+    }
+
+    /// A receiver that turns true when the run ends; `None` when it is not running.
+    pub fn watcher(&self, run_id: &str) -> Option<watch::Receiver<bool>> {
+        self.jobs.lock().ok()?.get(run_id).map(|j| j.done.clone())
+    }
+}
+
+/// Cancels its run when dropped before `disarm`: a foreground `run_profiler` whose caller
+/// went away (the client cancelled) takes its run with it.
+pub struct CancelOnDrop {
+    pub book: Arc<RunBook>,
+    pub run_id: String,
+    pub armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            self.book.cancel(&self.run_id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_stamps() {
+        assert_eq!(utc_stamp(0), "19700101-000000");
+        assert_eq!(utc_stamp(951_782_400), "20000229-000000");
+        assert_eq!(utc_stamp(1_796_212_800 + 3_723), "20261202-130203");
+    }
+
+    #[test]
+    fn atomic_write_replaces_whole_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("manifest.json");
+        write_atomically(&p, b"{\"a\":1}").unwrap();
+        write_atomically(&p, b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{}");
+        assert!(!dir.path().join("manifest.json.tmp").exists());
+    }
+}

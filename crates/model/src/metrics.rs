@@ -163,3 +163,93 @@ pub struct ProcfsSummary {
     /// CPU time the sampler itself used: its observer effect.
     pub sampler_cpu_s: f64,
 }
+
+/// A function's share of sampled stacks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FunctionHotspot {
+    pub function: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The line of its first sample on top of the stack (or anywhere, when never on top).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Samples with this function on top: time spent in its own code.
+    pub self_samples: u64,
+    /// Samples with this function anywhere on the stack: time in it and what it called.
+    pub total_samples: u64,
+    pub self_percent: f64,
+    pub total_percent: f64,
+}
+
+/// One source line's samples on top of the stack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LineHotspot {
+    pub function: String,
+    pub file: String,
+    pub line: u32,
+    pub self_samples: u64,
+    pub self_percent: f64,
+}
+
+/// Sampled call stacks (py-spy raw, `perf script` folded), summarised.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StackProfile {
+    pub total_samples: u64,
+    /// Distinct stacks seen.
+    pub stacks: u64,
+    /// The hottest functions by self samples (at most 100), then by total.
+    pub by_self: Vec<FunctionHotspot>,
+    /// The hottest functions by total samples (at most 100).
+    pub by_total: Vec<FunctionHotspot>,
+    /// The hottest lines (at most 50).
+    pub lines: Vec<LineHotspot>,
+}
+
+/// One frame of a thread's stack (innermost first in `ThreadStack::frames`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StackFrame {
+    pub function: String,
+    pub file: String,
+    pub line: u32,
+}
+
+/// A thread of a Python process at one instant (`py-spy dump`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ThreadStack {
+    pub pid: u32,
+    pub thread_name: Option<String>,
+    pub os_thread_id: Option<u64>,
+    /// Running Python code (not waiting).
+    pub active: bool,
+    pub owns_gil: bool,
+    pub frames: Vec<StackFrame>,
+}
+
+/// One function of a cProfile run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FunctionStat {
+    pub function: String,
+    pub file: String,
+    pub line: u32,
+    pub calls: u64,
+    /// Calls that were not recursive.
+    pub primitive_calls: u64,
+    /// Time in the function itself.
+    pub tottime_s: f64,
+    /// Time in it and everything it called.
+    pub cumtime_s: f64,
+}
+
+/// A cProfile run, read back from its pstats file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CallProfile {
+    pub total_calls: u64,
+    pub primitive_calls: u64,
+    /// Sum of the functions' own time.
+    pub total_time_s: f64,
+    pub functions: u64,
+    /// The 50 functions with the most own time.
+    pub by_tottime: Vec<FunctionStat>,
+    /// The 50 functions with the most cumulative time.
+    pub by_cumtime: Vec<FunctionStat>,
+}

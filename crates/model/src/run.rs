@@ -572,6 +572,15 @@ pub struct RunMetrics {
     pub perf_stat: Option<crate::metrics::PerfStat>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscalls: Option<crate::metrics::SyscallSummary>,
+    /// Sampled stacks (py_spy_record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<crate::metrics::StackProfile>,
+    /// Every thread's stack at one instant (py_spy_dump).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<Vec<crate::metrics::ThreadStack>>,
+    /// Deterministic per-function profile (cprofile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<crate::metrics::CallProfile>,
 }
 
 /// One run, as `run_profiler`, `get_run` and `list_runs` return it and the session's

@@ -2,8 +2,11 @@
 //! text and returns the value it could build plus diagnostics: no parser panics or fails on
 //! messy input, and none does IO.
 
+pub mod cprofile_json;
+pub mod folded;
 pub mod nvidia_smi_topo;
 pub mod perf_stat;
+pub mod py_spy_dump;
 pub mod strace_c;
 pub mod time_v;
 

@@ -200,3 +200,60 @@ fn strace_c_fixtures() {
     let empty = system_profile_parse::strace_c::parse("");
     assert!(empty.value.rows.is_empty() && !empty.diagnostics.is_empty());
 }
+
+#[test]
+fn folded_fixtures() {
+    assert_eq!(
+        snapshot_all("folded", system_profile_parse::folded::parse),
+        1
+    );
+    let p =
+        system_profile_parse::folded::parse(&fixture("folded", "py-spy-raw-python-hot-loop")).value;
+    assert_eq!(p.total_samples, 148);
+    let top = &p.by_self[0];
+    assert_eq!(top.function, "hot", "{:?}", p.by_self);
+    assert_eq!(top.file.as_deref(), Some("hot.py"));
+    assert!(top.self_percent > 80.0, "{top:?}");
+    // main and the script's <module> hold every sample of the script (the rest is start-up).
+    let script_total = |f: &str| {
+        p.by_total
+            .iter()
+            .find(|h| h.function == f && h.file.as_deref() == Some("hot.py"))
+            .map(|h| h.total_samples)
+    };
+    assert_eq!(script_total("main"), script_total("<module>"));
+    assert_eq!(script_total("main"), Some(p.by_total[0].total_samples));
+}
+
+#[test]
+fn py_spy_dump_fixtures() {
+    assert_eq!(
+        snapshot_all("py_spy_dump", system_profile_parse::py_spy_dump::parse),
+        1
+    );
+    let t =
+        system_profile_parse::py_spy_dump::parse(&fixture("py_spy_dump", "sleeping-main-thread"))
+            .value;
+    assert_eq!(t[0].thread_name.as_deref(), Some("MainThread"));
+    assert_eq!(t[0].frames[0].function, "f");
+    assert!(!t[0].active);
+    assert!(!system_profile_parse::py_spy_dump::parse("{")
+        .diagnostics
+        .is_empty());
+}
+
+#[test]
+fn cprofile_json_fixtures() {
+    assert_eq!(
+        snapshot_all("cprofile_json", system_profile_parse::cprofile_json::parse),
+        1
+    );
+    let c =
+        system_profile_parse::cprofile_json::parse(&fixture("cprofile_json", "python-hot-loop"))
+            .value;
+    assert_eq!(c.by_tottime[0].function, "hot");
+    assert_eq!(c.by_tottime[0].calls, 30);
+    // cProfile runs the script through exec(), which holds everything.
+    assert_eq!(c.by_cumtime[0].function, "<built-in method builtins.exec>");
+    assert!(c.total_calls >= 60);
+}

@@ -470,14 +470,220 @@ async fn perf_stat(input: &RunProfilerInput, place: &RunPlace) -> Result<Executi
     Ok(e)
 }
 
+/// The advice for a refused ptrace, found in a tool's stderr.
+fn ptrace_refused(stderr: &str) -> Option<String> {
+    let s = stderr.to_lowercase();
+    (s.contains("permission denied") || s.contains("operation not permitted"))
+        .then(|| "attaching was refused: run as root, set kernel.yama.ptrace_scope=0 (sysctl), or in a container add --cap-add=SYS_PTRACE".to_string())
+}
+
+/// Draw folded stacks as a flame graph SVG (inferno); `None` when there is nothing to draw.
+fn flamegraph(folded: &str, title: &str, svg: &Path) -> Option<String> {
+    if folded.trim().is_empty() {
+        return None;
+    }
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title.to_string();
+    let file = std::fs::File::create(svg).ok()?;
+    match inferno::flamegraph::from_lines(
+        &mut options,
+        folded.lines(),
+        std::io::BufWriter::new(file),
+    ) {
+        Ok(()) => None,
+        Err(e) => Some(format!("flame graph not drawn: {e}")),
+    }
+}
+
+async fn py_spy_record(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let folded = place.dir.join("py-spy.folded");
+    let o = &input.options;
+    let mut argv: Vec<String> = vec![
+        "py-spy".into(),
+        "record".into(),
+        "--format".into(),
+        "raw".into(),
+        "-o".into(),
+        folded.to_string_lossy().into_owned(),
+        "--rate".into(),
+        format!("{}", o.rate_hz.unwrap_or(100.0).round().max(1.0)),
+    ];
+    for (flag, on) in [
+        ("--native", o.native),
+        ("--subprocesses", o.subprocesses),
+        ("--gil", o.gil),
+        ("--idle", o.idle),
+    ] {
+        if on == Some(true) {
+            argv.push(flag.into());
+        }
+    }
+    let attach = matches!(input.target, RunTarget::Pid { .. });
+    match &input.target {
+        RunTarget::Pid { pid } => argv.extend([
+            "--pid".into(),
+            pid.to_string(),
+            "--duration".into(),
+            format!("{}", window(input).as_secs_f64().ceil().max(1.0)),
+        ]),
+        _ => {
+            argv.push("--".into());
+            argv.extend(command_of(input)?);
+        }
+    }
+    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
+    let mut e = finish(&outcome, argv, place);
+    let text = read(&folded);
+    let parsed = system_profile_parse::folded::parse(&text);
+    e.warnings.extend(
+        parsed
+            .diagnostics
+            .iter()
+            .map(|d| format!("py-spy: {}", d.message)),
+    );
+    if parsed.value.total_samples == 0 {
+        e.warnings.push(
+            "py-spy took no samples: the target ended at once, or never ran Python code".into(),
+        );
+    }
+    e.metrics.stacks = Some(parsed.value);
+    e.artifacts.extend(file_artifact(folded, "folded"));
+    let svg = place.dir.join("flamegraph.svg");
+    let title = input.label.clone().unwrap_or_else(|| "py-spy".into());
+    if let Some(w) = flamegraph(&text, &title, &svg) {
+        e.warnings.push(w);
+    }
+    e.artifacts.extend(file_artifact(svg, "flamegraph_svg"));
+    if e.status == RunStatus::Failed {
+        if let Some(advice) = ptrace_refused(&e.stderr_tail).filter(|_| attach) {
+            e.error = Some(advice);
+        }
+    }
+    if e.error.is_none() {
+        explain_exit(&mut e);
+    }
+    Ok(e)
+}
+
+async fn py_spy_dump(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let RunTarget::Pid { pid } = input.target else {
+        return Err(RunError::new(
+            RunErrorKind::BadTarget,
+            "py_spy_dump reads a running process: give target.pid",
+        ));
+    };
+    let argv: Vec<String> = vec![
+        "py-spy".into(),
+        "dump".into(),
+        "--json".into(),
+        "--pid".into(),
+        pid.to_string(),
+    ];
+    let outcome = launch(
+        input,
+        place,
+        &argv,
+        timeout_of(input).or(Some(Duration::from_secs(30))),
+        |_| {},
+    )
+    .await?;
+    let mut e = finish(&outcome, argv, place);
+    let json = place.dir.join("py-spy-dump.json");
+    if std::fs::write(&json, outcome.stdout.text()).is_ok() {
+        e.artifacts.extend(file_artifact(json, "py_spy_dump_json"));
+    }
+    if e.status == RunStatus::Completed {
+        let parsed = system_profile_parse::py_spy_dump::parse(&outcome.stdout.text());
+        e.warnings
+            .extend(parsed.diagnostics.iter().map(|d| d.message.clone()));
+        e.metrics.threads = Some(parsed.value);
+    } else {
+        e.error = ptrace_refused(&e.stderr_tail).or_else(|| {
+            Some(format!(
+                "py-spy could not read PID {pid}: {}",
+                e.stderr_tail.lines().last().unwrap_or("").trim()
+            ))
+        });
+    }
+    Ok(e)
+}
+
+/// Reads a pstats file and prints its rows as JSON (see `parse::cprofile_json`).
+const PSTATS_TO_JSON: &str = "import json, pstats, sys\nst = pstats.Stats(sys.argv[1])\nrows = [[f, l, n, cc, nc, tt, ct] for (f, l, n), (cc, nc, tt, ct, _) in st.stats.items()]\nwith open(sys.argv[2], 'w') as out:\n    json.dump(rows, out)\n";
+
+fn is_python(program: &str) -> bool {
+    let name = program.rsplit('/').next().unwrap_or(program);
+    name.starts_with("python") || name.starts_with("pypy")
+}
+
+async fn cprofile(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let target = command_of(input)?;
+    if !is_python(&target[0]) {
+        return Err(RunError::new(
+            RunErrorKind::BadTarget,
+            format!(
+                "cprofile runs Python code: the command must start with the interpreter (`python3 script.py`), not `{}`",
+                target[0]
+            ),
+        ));
+    }
+    let pstats = place.dir.join("cprofile.pstats");
+    // The interpreter's own options stay before `-m cProfile`; the script or `-m module` after.
+    let mut argv: Vec<String> = vec![target[0].clone()];
+    let mut rest = target[1..].iter().peekable();
+    while let Some(a) = rest.peek() {
+        if a.starts_with('-') && *a != "-m" && *a != "-c" {
+            argv.push(rest.next().cloned().unwrap_or_default());
+        } else {
+            break;
+        }
+    }
+    argv.extend([
+        "-m".into(),
+        "cProfile".into(),
+        "-o".into(),
+        pstats.to_string_lossy().into_owned(),
+    ]);
+    argv.extend(rest.cloned());
+    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
+    let mut e = finish(&outcome, argv, place);
+    let rows = place.dir.join("cprofile.json");
+    let convert = CommandSpec::new([
+        target[0].as_str(),
+        "-c",
+        PSTATS_TO_JSON,
+        &pstats.to_string_lossy(),
+        &rows.to_string_lossy(),
+    ]);
+    match system_profile_exec::run(&convert, &RunOptions::with_timeout(Duration::from_secs(60))).await {
+        Ok(o) if o.exit.success() => {
+            let parsed = system_profile_parse::cprofile_json::parse(&read(&rows));
+            e.warnings.extend(parsed.diagnostics.iter().map(|d| d.message.clone()));
+            e.metrics.calls = Some(parsed.value);
+        }
+        Ok(o) => e.warnings.push(format!(
+            "the profile could not be read back (cProfile writes it only when the program exits normally): {}",
+            o.stderr.text().lines().last().unwrap_or("").trim()
+        )),
+        Err(err) => e.warnings.push(format!("the profile could not be read back: {err}")),
+    }
+    e.artifacts.extend(file_artifact(pstats, "pstats"));
+    e.artifacts.extend(file_artifact(rows, "cprofile_json"));
+    explain_exit(&mut e);
+    Ok(e)
+}
+
 /// The methods this build runs.
-pub const IMPLEMENTED: [Method; 6] = [
+pub const IMPLEMENTED: [Method; 9] = [
     Method::TimeV,
     Method::Measure,
     Method::ProcfsSampler,
     Method::Custom,
     Method::StraceC,
     Method::PerfStat,
+    Method::PySpyRecord,
+    Method::PySpyDump,
+    Method::Cprofile,
 ];
 
 /// Run `input` in `place`. The future can be dropped at any point: the run's process group
@@ -496,6 +702,9 @@ pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
         Method::Custom => custom(input, place).await,
         Method::StraceC => strace_c(input, place).await,
         Method::PerfStat => perf_stat(input, place).await,
+        Method::PySpyRecord => py_spy_record(input, place).await,
+        Method::PySpyDump => py_spy_dump(input, place).await,
+        Method::Cprofile => cprofile(input, place).await,
         other => Err(RunError::new(
             RunErrorKind::NotImplemented,
             format!(

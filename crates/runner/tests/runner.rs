@@ -372,3 +372,140 @@ async fn targets_that_do_not_fit_and_methods_not_built_are_errors_that_say_so() 
     assert_eq!(err.kind(), &RunErrorKind::NotImplemented);
     assert!(err.to_string().contains("time_v, measure, procfs_sampler"));
 }
+
+/// `hot` does ~85% of the work, `cold` the rest.
+const HOT: &str = r#"
+def hot(n):
+    t = 0
+    for i in range(n):
+        t += i * i
+    return t
+
+def cold(n):
+    t = 0
+    for i in range(n):
+        t += i
+    return t
+
+for _ in range(30):
+    hot(100_000)
+    cold(15_000)
+"#;
+
+fn script(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[tokio::test]
+async fn py_spy_ranks_the_hot_function_first_and_draws_it() {
+    if !tool("py-spy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let hot = script(dir.path(), "hot.py", HOT);
+    let mut i = input(Method::PySpyRecord, command(&[&py, &hot]));
+    i.options.rate_hz = Some(250.0);
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    let s = e.metrics.stacks.as_ref().unwrap();
+    assert!(s.total_samples > 20, "{s:?}");
+    assert_eq!(s.by_self[0].function, "hot", "{:?}", &s.by_self[..3]);
+    assert!(s.by_self[0].file.as_deref().unwrap().ends_with("hot.py"));
+    let svg = e
+        .artifacts
+        .iter()
+        .find(|a| a.kind == "flamegraph_svg")
+        .expect("a flame graph");
+    let text = std::fs::read_to_string(&svg.path).unwrap();
+    assert!(
+        text.contains("<svg") && text.contains("hot"),
+        "not a flame graph of hot()"
+    );
+
+    // Attach to a running process for one second.
+    let spin = script(
+        dir.path(),
+        "spin.py",
+        "def spin():\n    x = 0\n    while True:\n        x += 1\n\nspin()\n",
+    );
+    let mut child = Command::new(&py).arg(&spin).spawn().unwrap();
+    let mut i = input(Method::PySpyRecord, RunTarget::Pid { pid: child.id() });
+    i.duration_s = Some(1.0);
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    if e.status == RunStatus::Failed {
+        assert!(
+            e.error.as_deref().unwrap().contains("ptrace_scope"),
+            "{e:?}"
+        );
+        return;
+    }
+    let s = e.metrics.stacks.as_ref().unwrap();
+    assert_eq!(s.by_self[0].function, "spin", "{:?}", s.by_self);
+    assert!(e.argv.contains(&"--pid".to_string()));
+}
+
+#[tokio::test]
+async fn py_spy_dump_shows_where_each_thread_is() {
+    if !tool("py-spy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let waiter = script(
+        dir.path(),
+        "wait.py",
+        "import time\n\ndef waiting():\n    time.sleep(60)\n\nwaiting()\n",
+    );
+    let mut child = Command::new(&py).arg(&waiter).spawn().unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let e = execute(
+        &input(Method::PySpyDump, RunTarget::Pid { pid: child.id() }),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    if e.status == RunStatus::Failed {
+        assert!(e.error.is_some(), "{e:?}");
+        return;
+    }
+    let threads = e.metrics.threads.as_ref().unwrap();
+    assert_eq!(threads[0].pid, child.id());
+    assert_eq!(threads[0].frames[0].function, "waiting", "{threads:?}");
+    assert!(!threads[0].active, "a sleeping thread is idle");
+}
+
+#[tokio::test]
+async fn cprofile_counts_every_call_and_ranks_by_own_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let hot = script(dir.path(), "hot.py", HOT);
+    let e = execute(
+        &input(Method::Cprofile, command(&[&py, "-u", &hot])),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert_eq!(e.argv[1..5], ["-u", "-m", "cProfile", "-o"]);
+    let c = e.metrics.calls.as_ref().unwrap();
+    let top = &c.by_tottime[0];
+    assert_eq!(top.function, "hot", "{:?}", &c.by_tottime[..3]);
+    assert_eq!(top.calls, 30);
+    let cold = c.by_tottime.iter().find(|f| f.function == "cold").unwrap();
+    assert_eq!(cold.calls, 30);
+    assert!(top.tottime_s > cold.tottime_s);
+    let err = execute(
+        &input(Method::Cprofile, command(&["/bin/true"])),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("must start with the interpreter"));
+}

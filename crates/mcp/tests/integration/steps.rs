@@ -268,14 +268,14 @@ fn run_errors_say_what_to_do() {
         &mut s,
         1,
         "run_profiler",
-        json!({"profiler":"py_spy_record","target":{"command":["true"]}}),
+        json!({"profiler":"nvml_sampler","target":{"system":true}}),
     );
     assert_eq!(r["result"]["isError"], true, "{r}");
     assert!(
         r["result"]["content"][0]["text"]
             .as_str()
             .unwrap()
-            .contains("cannot run `py_spy_record` in this build yet"),
+            .contains("cannot run `nvml_sampler` in this build yet"),
         "{r}"
     );
     let r = call(

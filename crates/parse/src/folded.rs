@@ -1,0 +1,198 @@
+//! Folded stacks, one per line: `frame;frame;...;leaf COUNT`, root first (py-spy's `raw`
+//! format, Brendan Gregg's collapsed format from `perf script`). py-spy writes each frame as
+//! `function (file:line)`; perf as a bare symbol. Read line by line, so memory grows with the
+//! number of distinct functions, not with the input.
+
+use crate::Format;
+use std::collections::HashMap;
+use system_profile_model::metrics::{FunctionHotspot, LineHotspot, StackProfile};
+use system_profile_model::{Diag, Parsed};
+
+pub struct Folded;
+
+impl Format for Folded {
+    const NAME: &'static str = "folded";
+    type Output = StackProfile;
+    fn parse(input: &str) -> Parsed<StackProfile> {
+        parse(input)
+    }
+}
+
+/// `name (file:line)` → (name, file, line); a bare symbol → (symbol, None, None).
+pub fn split_frame(frame: &str) -> (&str, Option<&str>, Option<u32>) {
+    let frame = frame.trim();
+    if let Some(open) = frame.rfind(" (") {
+        if let Some(inner) = frame[open + 2..].strip_suffix(')') {
+            let (file, line) = match inner.rsplit_once(':') {
+                Some((f, l)) => match l.parse::<u32>() {
+                    Ok(n) => (f, Some(n)),
+                    Err(_) => (inner, None),
+                },
+                None => (inner, None),
+            };
+            return (&frame[..open], Some(file), line);
+        }
+    }
+    (frame, None, None)
+}
+
+#[derive(Default)]
+struct Acc {
+    self_samples: u64,
+    total_samples: u64,
+    line: Option<u32>,
+    line_from_top: bool,
+}
+
+pub fn parse(input: &str) -> Parsed<StackProfile> {
+    let mut diagnostics = Vec::new();
+    let mut functions: HashMap<(String, Option<String>), Acc> = HashMap::new();
+    let mut lines: HashMap<(String, String, u32), u64> = HashMap::new();
+    let mut total = 0u64;
+    let mut stacks = 0u64;
+    let mut seen: Vec<(String, Option<String>)> = Vec::new();
+    for (i, raw) in input.lines().enumerate() {
+        let line = raw.trim_end();
+        if line.is_empty() {
+            continue;
+        }
+        let Some((stack, count)) = line.rsplit_once(' ') else {
+            diagnostics.push(Diag::at(i + 1, "no sample count after the stack"));
+            continue;
+        };
+        let Ok(count) = count.parse::<u64>() else {
+            diagnostics.push(Diag::at(
+                i + 1,
+                format!("unreadable sample count {count:?}"),
+            ));
+            continue;
+        };
+        total += count;
+        stacks += 1;
+        let frames: Vec<&str> = stack.split(';').filter(|f| !f.is_empty()).collect();
+        seen.clear();
+        for (depth, frame) in frames.iter().enumerate() {
+            let (name, file, line_no) = split_frame(frame);
+            let key = (name.to_string(), file.map(str::to_string));
+            let top = depth + 1 == frames.len();
+            let acc = functions.entry(key.clone()).or_default();
+            if top {
+                acc.self_samples += count;
+                if !acc.line_from_top {
+                    acc.line = line_no;
+                    acc.line_from_top = true;
+                }
+                if let (Some(f), Some(l)) = (file, line_no) {
+                    *lines
+                        .entry((name.to_string(), f.to_string(), l))
+                        .or_default() += count;
+                }
+            } else if acc.line.is_none() {
+                acc.line = line_no;
+            }
+            // Recursion counts a function once per stack.
+            if !seen.contains(&key) {
+                acc.total_samples += count;
+                seen.push(key);
+            }
+        }
+    }
+    let pct = |n: u64| {
+        if total > 0 {
+            n as f64 * 100.0 / total as f64
+        } else {
+            0.0
+        }
+    };
+    let mut all: Vec<FunctionHotspot> = functions
+        .into_iter()
+        .map(|((function, file), a)| FunctionHotspot {
+            function,
+            file,
+            line: a.line,
+            self_samples: a.self_samples,
+            total_samples: a.total_samples,
+            self_percent: pct(a.self_samples),
+            total_percent: pct(a.total_samples),
+        })
+        .collect();
+    // Ties broken by name, file and line, so the same input always gives the same order.
+    let names = |a: &FunctionHotspot, b: &FunctionHotspot| {
+        (&a.function, &a.file, a.line).cmp(&(&b.function, &b.file, b.line))
+    };
+    all.sort_by(|a, b| {
+        (b.self_samples, b.total_samples)
+            .cmp(&(a.self_samples, a.total_samples))
+            .then_with(|| names(a, b))
+    });
+    let by_self: Vec<FunctionHotspot> = all.iter().take(100).cloned().collect();
+    all.sort_by(|a, b| {
+        (b.total_samples, b.self_samples)
+            .cmp(&(a.total_samples, a.self_samples))
+            .then_with(|| names(a, b))
+    });
+    all.truncate(100);
+    let mut line_rows: Vec<LineHotspot> = lines
+        .into_iter()
+        .map(|((function, file, line), n)| LineHotspot {
+            function,
+            file,
+            line,
+            self_samples: n,
+            self_percent: pct(n),
+        })
+        .collect();
+    line_rows.sort_by(|a, b| {
+        b.self_samples
+            .cmp(&a.self_samples)
+            .then_with(|| (&a.file, a.line, &a.function).cmp(&(&b.file, b.line, &b.function)))
+    });
+    line_rows.truncate(50);
+    Parsed {
+        value: StackProfile {
+            total_samples: total,
+            stacks,
+            by_self,
+            by_total: all,
+            lines: line_rows,
+        },
+        diagnostics,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_and_counts() {
+        assert_eq!(
+            split_frame("hot (/x/hot.py:5)"),
+            ("hot", Some("/x/hot.py"), Some(5))
+        );
+        assert_eq!(
+            split_frame("<module> (<frozen site>:616)"),
+            ("<module>", Some("<frozen site>"), Some(616))
+        );
+        assert_eq!(split_frame("memcpy"), ("memcpy", None, None));
+        let p =
+            parse("main (a.py:1);f (a.py:5);f (a.py:6) 3\nmain (a.py:1);g (a.py:9) 1\nbad line\n");
+        let v = p.value;
+        assert_eq!((v.total_samples, v.stacks), (4, 2));
+        assert_eq!(p.diagnostics.len(), 1);
+        let f = v.by_self.iter().find(|h| h.function == "f").unwrap();
+        // Recursion: f is on 3 stacks' samples once, not twice.
+        assert_eq!((f.self_samples, f.total_samples), (3, 3));
+        assert_eq!(f.line, Some(6));
+        let main = v.by_total.first().unwrap();
+        assert_eq!(
+            (
+                main.function.as_str(),
+                main.total_samples,
+                main.self_samples
+            ),
+            ("main", 4, 0)
+        );
+        assert_eq!(v.lines[0].line, 6);
+    }
+}

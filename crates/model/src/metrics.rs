@@ -253,3 +253,30 @@ pub struct CallProfile {
     /// The 50 functions with the most cumulative time.
     pub by_cumtime: Vec<FunctionStat>,
 }
+
+/// Mean, smallest, largest and last value of one column over the samples.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ColumnStats {
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    pub last: f64,
+}
+
+/// One entity's samples (the machine, a disk, a CPU, a process), summarised per column.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Series {
+    /// `machine` (vmstat), a device (`vda`), a CPU (`all`, `0`) or `pid <n> <command>`.
+    pub entity: String,
+    pub samples: u64,
+    /// Every numeric column, named as the tool names it (vmstat `cs`, iostat `util`, mpstat
+    /// `iowait`, pidstat `cswch/s`), with its statistics over the samples.
+    pub columns: std::collections::BTreeMap<String, ColumnStats>,
+}
+
+/// A sysstat or procps report over an interval: vmstat, iostat, mpstat, pidstat.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SysstatReport {
+    pub tool: String,
+    pub series: Vec<Series>,
+}

@@ -581,6 +581,9 @@ pub struct RunMetrics {
     /// Deterministic per-function profile (cprofile).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<crate::metrics::CallProfile>,
+    /// Interval reports (vmstat, iostat, mpstat, pidstat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sysstat: Option<crate::metrics::SysstatReport>,
 }
 
 /// One run, as `run_profiler`, `get_run` and `list_runs` return it and the session's

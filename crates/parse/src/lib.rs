@@ -8,6 +8,7 @@ pub mod nvidia_smi_topo;
 pub mod perf_stat;
 pub mod py_spy_dump;
 pub mod strace_c;
+pub mod sysstat;
 pub mod time_v;
 
 use system_profile_model::Parsed;

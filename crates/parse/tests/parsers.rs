@@ -257,3 +257,35 @@ fn cprofile_json_fixtures() {
     assert_eq!(c.by_cumtime[0].function, "<built-in method builtins.exec>");
     assert!(c.total_calls >= 60);
 }
+
+#[test]
+fn sysstat_fixtures() {
+    use system_profile_parse::sysstat;
+    assert_eq!(snapshot_all("vmstat", sysstat::vmstat), 1);
+    assert_eq!(snapshot_all("iostat", sysstat::iostat), 1);
+    assert_eq!(snapshot_all("mpstat", sysstat::mpstat), 1);
+    assert_eq!(snapshot_all("pidstat", sysstat::pidstat), 1);
+    let v = sysstat::vmstat(&fixture("vmstat", "idle-vm-3s")).value;
+    // Three rows, the first (since boot) left out.
+    assert_eq!(v.series[0].samples, 2);
+    assert_eq!(v.series[0].columns["cs"].mean, 79.0);
+    assert_eq!(v.series[0].columns["r"].max, 1.0);
+    let m = sysstat::mpstat(&fixture("mpstat", "two-cpus-json")).value;
+    let entities: Vec<&str> = m.series.iter().map(|s| s.entity.as_str()).collect();
+    assert_eq!(entities, ["all", "0", "1"]);
+    assert_eq!(m.series[0].samples, 2);
+    let io = sysstat::iostat(&fixture("iostat", "idle-vm-json")).value;
+    assert_eq!(io.series[0].entity, "vda");
+    assert!(io.series[0].columns.contains_key("util"));
+    let p = sysstat::pidstat(&fixture("pidstat", "python-sleep-loop")).value;
+    assert_eq!(p.series.len(), 1);
+    assert_eq!(p.series[0].samples, 3);
+    assert_eq!(p.series[0].columns["cswch/s"].max, 623.0);
+    assert_eq!(p.series[0].columns["RSS"].last, 44128.0);
+    for bad in ["", "{", "garbage\n"] {
+        let _ = sysstat::vmstat(bad);
+        let _ = sysstat::iostat(bad);
+        let _ = sysstat::pidstat(bad);
+    }
+    assert!(!sysstat::iostat("{").diagnostics.is_empty());
+}

@@ -509,3 +509,56 @@ async fn cprofile_counts_every_call_and_ranks_by_own_time() {
     .unwrap_err();
     assert!(err.to_string().contains("must start with the interpreter"));
 }
+
+#[tokio::test]
+async fn sysstat_tools_observe_the_machine_and_a_process() {
+    if !tool("vmstat") || !tool("pidstat") || !tool("mpstat") || !tool("iostat") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (method, entity) in [
+        (Method::Vmstat, "machine"),
+        (Method::Mpstat, "all"),
+        (Method::Iostat, ""),
+    ] {
+        let mut i = input(method, RunTarget::System { system: true });
+        i.duration_s = Some(2.0);
+        let e = execute(&i, &place(dir.path())).await.unwrap();
+        assert_eq!(e.status, RunStatus::Completed, "{method:?}: {e:?}");
+        let r = e.metrics.sysstat.as_ref().unwrap();
+        assert!(e.warnings.is_empty(), "{method:?}: {:?}", e.warnings);
+        if !entity.is_empty() {
+            let s = r.series.iter().find(|s| s.entity == entity).unwrap();
+            assert!(s.samples >= 1, "{method:?}: {s:?}");
+        }
+    }
+    // pidstat on a process that sleeps 1 ms in a loop: hundreds of voluntary switches a second.
+    let py = python();
+    let mut child = Command::new(&py)
+        .args(["-c", "import time\nwhile True:\n    time.sleep(0.001)\n"])
+        .spawn()
+        .unwrap();
+    let mut i = input(Method::Pidstat, RunTarget::Pid { pid: child.id() });
+    i.duration_s = Some(2.0);
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let r = e.metrics.sysstat.as_ref().unwrap();
+    let s = &r.series[0];
+    assert!(
+        s.entity.starts_with(&format!("pid {}", child.id())),
+        "{s:?}"
+    );
+    assert!(
+        s.columns["cswch/s"].mean > 100.0,
+        "{:?}",
+        s.columns["cswch/s"]
+    );
+    let err = execute(
+        &input(Method::Vmstat, command(&["true"])),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("alongside"));
+}

@@ -45,14 +45,38 @@ struct Acc {
 }
 
 pub fn parse(input: &str) -> Parsed<StackProfile> {
+    parse_lines(input.lines())
+}
+
+/// Read folded stacks from a reader, a line at a time: memory grows with the distinct
+/// functions, not with the file (a multi-GB `perf script` collapse reads in constant memory).
+pub fn parse_reader(reader: impl std::io::BufRead) -> Parsed<StackProfile> {
+    let mut unreadable = 0usize;
+    let lines = reader.lines().map_while(|l| match l {
+        Ok(l) => Some(l),
+        Err(_) => {
+            unreadable += 1;
+            None
+        }
+    });
+    let mut parsed = parse_lines(lines);
+    if unreadable > 0 {
+        parsed.diagnostics.push(Diag::general(
+            "the input stopped at a line that is not UTF-8 or could not be read",
+        ));
+    }
+    parsed
+}
+
+fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackProfile> {
     let mut diagnostics = Vec::new();
     let mut functions: HashMap<(String, Option<String>), Acc> = HashMap::new();
     let mut lines: HashMap<(String, String, u32), u64> = HashMap::new();
     let mut total = 0u64;
     let mut stacks = 0u64;
     let mut seen: Vec<(String, Option<String>)> = Vec::new();
-    for (i, raw) in input.lines().enumerate() {
-        let line = raw.trim_end();
+    for (i, raw) in input.enumerate() {
+        let line = raw.as_ref().trim_end();
         if line.is_empty() {
             continue;
         }

@@ -1,6 +1,7 @@
 //! `perf stat -x,`: one CSV line per counter — value, unit, event, run time (ns), percent
 //! running, then perf's derived metric and its unit. `<not supported>` and `<not counted>`
-//! stand in for the value; `#` lines are comments.
+//! stand in for the value; `#` lines are comments. A counter that appears again adds to its
+//! first row (values and run times summed; the metric is the first row's).
 
 use crate::Format;
 use system_profile_model::metrics::{PerfCounter, PerfStat};
@@ -30,17 +31,33 @@ pub fn parse(input: &str) -> Parsed<PerfStat> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let mut f: Vec<&str> = line.split(',').collect();
+        // At most ten fields; a fixed array keeps the per-line cost free of allocations.
+        let mut fields = [""; 10];
+        let mut n = 0;
+        for part in line.split(',') {
+            if n < fields.len() {
+                fields[n] = part;
+                n += 1;
+            }
+        }
+        let mut f: &[&str] = &fields[..n];
         let is_value = |v: &str| v.trim().parse::<f64>().is_ok() || v.trim().starts_with("<not ");
         // --per-thread / --per-cpu / -A put the thread or CPU first.
         let scope = if f.len() > 3 && !is_value(f[0]) && is_value(f[1]) {
-            Some(f.remove(0).trim().to_string())
+            let s = f[0].trim().to_string();
+            f = &f[1..];
+            Some(s)
         } else {
             None
         };
         // -r N adds the variance (`19.25%`) after the event.
+        let variance_shift: [&str; 10];
         if f.len() > 4 && f[3].trim().ends_with('%') {
-            f.remove(3);
+            let mut v = [""; 10];
+            v[..3].copy_from_slice(&f[..3]);
+            v[3..f.len() - 1].copy_from_slice(&f[4..]);
+            variance_shift = v;
+            f = &variance_shift[..f.len() - 1];
         }
         if f.len() < 3 {
             diagnostics.push(Diag::at(
@@ -49,7 +66,7 @@ pub fn parse(input: &str) -> Parsed<PerfStat> {
             ));
             continue;
         }
-        let event = f[2].trim().to_string();
+        let event = f[2].trim();
         if event.is_empty() {
             diagnostics.push(Diag::at(i + 1, "a counter without an event name"));
             continue;
@@ -68,17 +85,36 @@ pub fn parse(input: &str) -> Parsed<PerfStat> {
                 }
             },
         };
+        let run_time_ns: Option<u64> = f.get(3).and_then(|v| v.trim().parse().ok());
+        // A counter seen again (interval mode, `-I`) adds to its first row, so the result
+        // stays one row per counter however long the input.
+        if let Some(c) = out
+            .counters
+            .iter_mut()
+            .find(|c| c.event == event && c.scope == scope)
+        {
+            c.value = match (c.value, value) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            };
+            c.run_time_ns = match (c.run_time_ns, run_time_ns) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            };
+            c.counted |= counted;
+            continue;
+        }
         if !supported {
-            out.unsupported.push(event.clone());
+            out.unsupported.push(event.to_string());
         }
         out.counters.push(PerfCounter {
-            event,
+            event: event.to_string(),
             scope,
             value,
             unit: non_empty(f.get(1).copied()),
             supported,
             counted,
-            run_time_ns: f.get(3).and_then(|v| v.trim().parse().ok()),
+            run_time_ns,
             running_percent: f.get(4).and_then(|v| v.trim().parse().ok()),
             metric_value: f.get(5).and_then(|v| v.trim().parse().ok()),
             metric_unit: non_empty(f.get(6).copied()),

@@ -6,50 +6,91 @@ use std::collections::BTreeMap;
 use system_profile_model::metrics::{ColumnStats, Series, SysstatReport};
 use system_profile_model::{Diag, Parsed};
 
-/// Samples per entity, in the order entities first appear.
+/// Running statistics of one column: memory does not grow with the number of samples.
+#[derive(Clone, Copy)]
+struct Acc {
+    n: u64,
+    sum: f64,
+    min: f64,
+    max: f64,
+    last: f64,
+}
+
+impl Acc {
+    fn new() -> Acc {
+        Acc {
+            n: 0,
+            sum: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            last: 0.0,
+        }
+    }
+
+    fn push(&mut self, v: f64) {
+        self.n += 1;
+        self.sum += v;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        self.last = v;
+    }
+}
+
+/// Statistics per entity and column, entities in the order they first appear. Lookups take
+/// `&str`, so a known entity or column costs no allocation.
 #[derive(Default)]
 struct Collector {
     order: Vec<String>,
-    values: BTreeMap<String, BTreeMap<String, Vec<f64>>>,
-    samples: BTreeMap<String, u64>,
+    entities: BTreeMap<String, (u64, BTreeMap<String, Acc>)>,
 }
 
 impl Collector {
-    fn add(&mut self, entity: &str, row: impl IntoIterator<Item = (String, f64)>) {
-        if !self.values.contains_key(entity) {
+    fn add<'a>(&mut self, entity: &str, row: impl IntoIterator<Item = (&'a str, f64)>) {
+        if !self.entities.contains_key(entity) {
             self.order.push(entity.to_string());
+            self.entities
+                .insert(entity.to_string(), (0, BTreeMap::new()));
         }
-        let cols = self.values.entry(entity.to_string()).or_default();
+        let Some((samples, cols)) = self.entities.get_mut(entity) else {
+            return;
+        };
+        *samples += 1;
         for (k, v) in row {
-            cols.entry(k).or_default().push(v);
+            match cols.get_mut(k) {
+                Some(acc) => acc.push(v),
+                None => {
+                    let mut acc = Acc::new();
+                    acc.push(v);
+                    cols.insert(k.to_string(), acc);
+                }
+            }
         }
-        *self.samples.entry(entity.to_string()).or_default() += 1;
     }
 
     fn report(mut self, tool: &str) -> SysstatReport {
         let series = self
             .order
             .iter()
-            .map(|e| Series {
-                entity: e.clone(),
-                samples: self.samples.get(e).copied().unwrap_or(0),
-                columns: self
-                    .values
-                    .remove(e)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|(_, v)| !v.is_empty())
-                    .map(|(k, v)| {
-                        let n = v.len() as f64;
-                        let stats = ColumnStats {
-                            mean: v.iter().sum::<f64>() / n,
-                            min: v.iter().copied().fold(f64::INFINITY, f64::min),
-                            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                            last: *v.last().unwrap_or(&0.0),
-                        };
-                        (k, stats)
-                    })
-                    .collect(),
+            .filter_map(|e| {
+                let (samples, cols) = self.entities.remove(e)?;
+                Some(Series {
+                    entity: e.clone(),
+                    samples,
+                    columns: cols
+                        .into_iter()
+                        .map(|(k, a)| {
+                            (
+                                k,
+                                ColumnStats {
+                                    mean: a.sum / a.n as f64,
+                                    min: a.min,
+                                    max: a.max,
+                                    last: a.last,
+                                },
+                            )
+                        })
+                        .collect(),
+                })
             })
             .collect();
         SysstatReport {
@@ -76,8 +117,18 @@ pub fn vmstat(input: &str) -> Parsed<SysstatReport> {
         if f.is_empty() || f[0].starts_with('-') {
             continue;
         }
-        let numbers: Vec<Option<f64>> = f.iter().map(|v| v.parse().ok()).collect();
-        let n = numbers.iter().take_while(|v| v.is_some()).count();
+        // The numeric columns come first, each parsed once; the timestamp (if any) after.
+        let mut values = [0.0f64; 32];
+        let mut n = 0;
+        for v in f.iter().take(values.len()) {
+            match v.parse::<f64>() {
+                Ok(x) => {
+                    values[n] = x;
+                    n += 1;
+                }
+                Err(_) => break,
+            }
+        }
         if n < 10 {
             diagnostics.push(Diag::at(i + 1, format!("not a vmstat row: {line:?}")));
             continue;
@@ -89,8 +140,8 @@ pub fn vmstat(input: &str) -> Parsed<SysstatReport> {
         c.add(
             "machine",
             h.iter()
-                .zip(numbers.iter().take(n))
-                .filter_map(|(k, v)| v.map(|v| (k.clone(), v))),
+                .map(String::as_str)
+                .zip(values[..n].iter().copied()),
         );
     }
     if header.is_none() {
@@ -102,14 +153,13 @@ pub fn vmstat(input: &str) -> Parsed<SysstatReport> {
     }
 }
 
-fn numeric_fields(
-    obj: &serde_json::Map<String, serde_json::Value>,
-    skip: &str,
-) -> Vec<(String, f64)> {
+fn numeric_fields<'a>(
+    obj: &'a serde_json::Map<String, serde_json::Value>,
+    skip: &'a str,
+) -> impl Iterator<Item = (&'a str, f64)> {
     obj.iter()
-        .filter(|(k, _)| k.as_str() != skip)
-        .filter_map(|(k, v)| v.as_f64().map(|v| (k.clone(), v)))
-        .collect()
+        .filter(move |(k, _)| k.as_str() != skip)
+        .filter_map(|(k, v)| v.as_f64().map(|v| (k.as_str(), v)))
 }
 
 /// sysstat's `-o JSON`: `sysstat.hosts[0].statistics[]`, each with a list under `list` whose
@@ -172,6 +222,7 @@ pub fn mpstat(input: &str) -> Parsed<SysstatReport> {
 /// process, named by PID and command.
 pub fn pidstat(input: &str) -> Parsed<SysstatReport> {
     let mut diagnostics = Vec::new();
+    let mut entity = String::new();
     let mut header: Option<Vec<String>> = None;
     let mut c = Collector::default();
     for (i, line) in input.lines().enumerate() {
@@ -192,17 +243,19 @@ pub fn pidstat(input: &str) -> Parsed<SysstatReport> {
             continue;
         }
         let col = |name: &str| h.iter().position(|c| c == name).map(|p| f[p]);
-        let entity = format!(
-            "pid {} {}",
-            col("PID").unwrap_or("?"),
-            col("Command").unwrap_or("")
-        );
+        entity.clear();
+        entity.push_str("pid ");
+        entity.push_str(col("PID").unwrap_or("?"));
+        if let Some(cmd) = col("Command") {
+            entity.push(' ');
+            entity.push_str(cmd);
+        }
         c.add(
-            entity.trim(),
+            &entity,
             h.iter()
                 .zip(&f)
                 .filter(|(k, _)| !matches!(k.as_str(), "Time" | "UID" | "PID" | "CPU" | "Command"))
-                .filter_map(|(k, v)| v.parse::<f64>().ok().map(|v| (k.clone(), v))),
+                .filter_map(|(k, v)| v.parse::<f64>().ok().map(|v| (k.as_str(), v))),
         );
     }
     if header.is_none() && !input.trim().is_empty() {

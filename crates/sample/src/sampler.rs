@@ -53,6 +53,11 @@ impl Drop for Sampler {
 /// What is kept of one process between samples.
 struct Tracked {
     stat: File,
+    /// /proc/<pid>/status, /proc/<pid>/io and the main thread's children list, kept open and
+    /// re-read like `stat` (absent when not readable).
+    status: Option<File>,
+    io: Option<File>,
+    children: Option<File>,
     ppid: u32,
     name: String,
     cmdline: Vec<String>,
@@ -95,8 +100,20 @@ pub fn parse_io(io: &str) -> Option<(u64, u64)> {
     Some((field("read_bytes:")?, field("write_bytes:")?))
 }
 
-fn read_small(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok()
+/// Re-read an open /proc file from its start (procfs regenerates it on each read at 0).
+fn reread(file: &File, buf: &mut Vec<u8>) -> Option<String> {
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match file.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(_) => return None,
+        }
+    }
+    String::from_utf8(buf[..len].to_vec()).ok()
 }
 
 /// The children of `pid`, from every thread's /proc/<pid>/task/<tid>/children.
@@ -161,8 +178,12 @@ impl Sampler {
 fn track(pid: u32, now_s: f64) -> Option<Tracked> {
     let snap = read_process(pid)?;
     let stat = File::open(format!("/proc/{pid}/stat")).ok()?;
+    let open = |name: &str| File::open(format!("/proc/{pid}/{name}")).ok();
     Some(Tracked {
         stat,
+        status: open("status"),
+        io: open("io"),
+        children: open(&format!("task/{pid}/children")),
         ppid: snap.ppid,
         name: snap.comm,
         cmdline: snap.cmdline,
@@ -196,10 +217,15 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
     let mut samples: u64 = 0;
     let mut rss_peak_total: u64 = 0;
     let mut buf = vec![0u8; 1024];
+    let mut text_buf = vec![0u8; 4096];
     let mut next = started;
     loop {
         let now_s = started.elapsed().as_secs_f64();
-        let detail = samples % u64::from(config.detail_every.max(1)) == 0;
+        let every = u64::from(config.detail_every.max(1));
+        let detail = samples % every == 0;
+        // Children forked by other threads than the main one show only in their own task's
+        // list: those lists are read ten times less often.
+        let full_scan = samples % (every * 10) == 0;
         if detail {
             // Discovery: the root, then the children of everything alive.
             let mut frontier: Vec<u32> = vec![root];
@@ -217,7 +243,17 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
                         None => continue,
                     }
                 }
-                frontier.extend(children(pid));
+                let main_thread_children = tracked
+                    .get(&pid)
+                    .and_then(|t| t.children.as_ref())
+                    .and_then(|f| reread(f, &mut text_buf));
+                match (full_scan, main_thread_children) {
+                    (false, Some(list)) => frontier.extend(
+                        list.split_whitespace()
+                            .filter_map(|c| c.parse::<u32>().ok()),
+                    ),
+                    _ => frontier.extend(children(pid)),
+                }
             }
         }
         let mut rss_total = 0;
@@ -242,13 +278,19 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
             t.threads_peak = t.threads_peak.max(stat.threads);
             rss_total += rss;
             if detail {
-                if let Some(c) =
-                    read_small(&format!("/proc/{pid}/status")).and_then(|s| parse_ctx_switches(&s))
+                if let Some(c) = t
+                    .status
+                    .as_ref()
+                    .and_then(|f| reread(f, &mut text_buf))
+                    .and_then(|s| parse_ctx_switches(&s))
                 {
                     t.ctx_first.get_or_insert(c);
                     t.ctx_last = Some(c);
                 }
-                if let Some(io) = read_small(&format!("/proc/{pid}/io")).and_then(|s| parse_io(&s))
+                if let Some(io) =
+                    t.io.as_ref()
+                        .and_then(|f| reread(f, &mut text_buf))
+                        .and_then(|s| parse_io(&s))
                 {
                     t.io_first.get_or_insert(io);
                     t.io_last = Some(io);

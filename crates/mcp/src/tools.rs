@@ -375,7 +375,9 @@ static TOOLS: [ToolDef; 7] = [
             procfs_sampler (a command, or a PID for duration_s), strace_c and perf_stat (a \
             command, or a PID for duration_s), py_spy_record (hotspots by self and total time \
             with file:line, a flame graph SVG; a command or a PID), py_spy_dump (every thread's \
-            stack), cprofile (calls, own and cumulative time per function), vmstat, iostat, \
+            stack), cprofile (calls, own and cumulative time per function), perf_record \
+            (native stacks folded into hotspots and a flame graph), line_profiler (per-line hits \
+            and time of options.function), vmstat, iostat, \
             mpstat (the machine, {\"system\": true}) and pidstat (a PID or all processes) over \
             duration_s, custom (any command). The exact arguments come \
             from plan_profile. background: true returns the run_id at once (get_run, list_runs, \

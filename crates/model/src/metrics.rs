@@ -280,3 +280,25 @@ pub struct SysstatReport {
     pub tool: String,
     pub series: Vec<Series>,
 }
+
+/// One line of a line_profiler run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LineStat {
+    pub line: u32,
+    pub hits: u64,
+    pub time_s: f64,
+    /// Share of the function's time, in %.
+    pub percent: f64,
+    /// The source line, as the file has it now.
+    pub source: String,
+}
+
+/// line_profiler's view of one function.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LineProfile {
+    pub function: String,
+    pub file: String,
+    pub total_time_s: f64,
+    /// Every line that ran, in source order.
+    pub lines: Vec<LineStat>,
+}

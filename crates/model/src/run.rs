@@ -581,6 +581,9 @@ pub struct RunMetrics {
     /// Deterministic per-function profile (cprofile).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<crate::metrics::CallProfile>,
+    /// Per-line times of one function (line_profiler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_profile: Option<crate::metrics::LineProfile>,
     /// Interval reports (vmstat, iostat, mpstat, pidstat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sysstat: Option<crate::metrics::SysstatReport>,

@@ -733,8 +733,227 @@ async fn sysstat(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution
     Ok(e)
 }
 
+/// `perf record -g` of a command or a PID for the window, then `perf script` folded by
+/// inferno into stacks and a flame graph. The event is `cpu-clock` (a software timer, present
+/// in VMs without a PMU) unless `options.events` names others.
+async fn perf_record(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let data = place.dir.join("perf.data");
+    let events = if input.options.events.is_empty() {
+        "cpu-clock".to_string()
+    } else {
+        input.options.events.join(",")
+    };
+    let rate = input.options.rate_hz.unwrap_or(99.0).round().max(1.0);
+    let mut argv: Vec<String> = vec![
+        "perf".into(),
+        "record".into(),
+        "-e".into(),
+        events,
+        "-F".into(),
+        format!("{rate}"),
+        "-g".into(),
+        "-o".into(),
+        data.to_string_lossy().into_owned(),
+    ];
+    if input.options.subprocesses == Some(false) {
+        argv.push("--no-inherit".into());
+    }
+    match &input.target {
+        RunTarget::Pid { pid } => argv.extend([
+            "-p".into(),
+            pid.to_string(),
+            "--".into(),
+            "sleep".into(),
+            format!("{}", window(input).as_secs_f64()),
+        ]),
+        _ => {
+            argv.push("--".into());
+            argv.extend(command_of(input)?);
+        }
+    }
+    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
+    let mut e = finish(&outcome, argv, place);
+    e.artifacts.extend(file_artifact(data.clone(), "perf_data"));
+    // perf script writes the samples as text; inferno folds them.
+    let script = place.dir.join("perf.script");
+    let spec = CommandSpec::new([
+        "perf".to_string(),
+        "script".to_string(),
+        "-i".to_string(),
+        data.to_string_lossy().into_owned(),
+    ])
+    .cwd(&place.cwd);
+    let opts = RunOptions {
+        timeout: Some(Duration::from_secs(600)),
+        stdout_path: Some(script.clone()),
+        tail_bytes: 1024,
+        ..Default::default()
+    };
+    match system_profile_exec::run(&spec, &opts).await {
+        Ok(o) if o.exit.success() => {
+            let folded_path = place.dir.join("perf.folded");
+            let collapsed = std::fs::File::open(&script).and_then(|input_file| {
+                let out = std::fs::File::create(&folded_path)?;
+                use inferno::collapse::Collapse;
+                inferno::collapse::perf::Folder::from(inferno::collapse::perf::Options::default())
+                    .collapse(
+                        std::io::BufReader::new(input_file),
+                        std::io::BufWriter::new(out),
+                    )
+            });
+            match collapsed {
+                Ok(()) => {
+                    let text = read(&folded_path);
+                    let parsed = system_profile_parse::folded::parse(&text);
+                    e.metrics.stacks = Some(parsed.value);
+                    e.artifacts.extend(file_artifact(folded_path, "folded"));
+                    let svg = place.dir.join("flamegraph.svg");
+                    let title = input.label.clone().unwrap_or_else(|| "perf record".into());
+                    if let Some(w) = flamegraph(&text, &title, &svg) {
+                        e.warnings.push(w);
+                    }
+                    e.artifacts.extend(file_artifact(svg, "flamegraph_svg"));
+                }
+                Err(err) => e
+                    .warnings
+                    .push(format!("perf script output could not be folded: {err}")),
+            }
+            e.artifacts.extend(file_artifact(script, "perf_script"));
+        }
+        Ok(o) => e.warnings.push(format!(
+            "perf script failed: {}",
+            o.stderr.text().lines().last().unwrap_or("").trim()
+        )),
+        Err(err) => e.warnings.push(format!("perf script did not run: {err}")),
+    }
+    if e.status == RunStatus::Failed && e.stderr_tail.contains("perf_event_paranoid") {
+        e.error = Some("perf may not record here: set kernel.perf_event_paranoid to 1 or lower (sysctl), run as root, or grant CAP_PERFMON".into());
+    } else {
+        explain_exit(&mut e);
+    }
+    Ok(e)
+}
+
+/// Reads a line_profiler stats file and prints one function's lines as JSON: argv is the
+/// .lprof file, the script, the function's qualified name and the output path. The function's
+/// first line is found with `ast` (decorators included, as `co_firstlineno` counts them).
+const LPROF_TO_JSON: &str = r#"
+import ast, json, os, sys
+import line_profiler
+stats_path, script, qualname, out = sys.argv[1:5]
+src = open(script, encoding="utf-8", errors="replace").read()
+lines_of_src = src.splitlines()
+first = set()
+def walk(body, prefix):
+    for n in body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            q = prefix + n.name
+            if q == qualname and not isinstance(n, ast.ClassDef):
+                first.add(n.lineno)
+                first.update(d.lineno for d in n.decorator_list)
+            walk(n.body, q + ".")
+walk(ast.parse(src).body, "")
+st = line_profiler.load_stats(stats_path)
+name = qualname.rsplit(".", 1)[-1]
+result = {"function": qualname, "file": os.path.abspath(script), "lines": []}
+for (f, line, fname), rows in st.timings.items():
+    same_file = os.path.abspath(f) == os.path.abspath(script) or os.path.basename(f) == os.path.basename(script)
+    if same_file and fname == name and (not first or line in first):
+        for lineno, hits, t in rows:
+            text = lines_of_src[lineno - 1] if 0 < lineno <= len(lines_of_src) else ""
+            result["lines"].append([lineno, hits, t * st.unit, text])
+json.dump(result, open(out, "w"))
+"#;
+
+async fn line_profiler(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let target = command_of(input)?;
+    let Some(function) = input.options.function.as_deref() else {
+        return Err(RunError::new(
+            RunErrorKind::BadTarget,
+            "line_profiler needs options.function (`path/to/file.py:Class.method`)",
+        ));
+    };
+    let (file, qualname) = function.rsplit_once(':').ok_or_else(|| {
+        RunError::new(
+            RunErrorKind::BadTarget,
+            format!("options.function {function:?} is not `file.py:qualname`"),
+        )
+    })?;
+    let script_pos = target
+        .iter()
+        .skip(1)
+        .position(|a| !a.starts_with('-'))
+        .map(|p| p + 1);
+    let (true, Some(script_pos)) = (is_python(&target[0]), script_pos) else {
+        return Err(RunError::new(
+            RunErrorKind::BadTarget,
+            "line_profiler runs a script: the command must be `python3 script.py [args]`",
+        ));
+    };
+    let lprof = place.dir.join("line_profiler.lprof");
+    // kernprof profiles every function of the file the function is in (`-p FILE`); the
+    // converter keeps the one asked for.
+    let mut argv: Vec<String> = target[..script_pos].to_vec();
+    argv.extend([
+        "-m".into(),
+        "kernprof".into(),
+        "-l".into(),
+        "-p".into(),
+        file.to_string(),
+        "-o".into(),
+        lprof.to_string_lossy().into_owned(),
+    ]);
+    argv.extend(target[script_pos..].iter().cloned());
+    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
+    let mut e = finish(&outcome, argv, place);
+    if e.stderr_tail.contains("No module named kernprof") {
+        e.error = Some(format!(
+            "line_profiler is not installed for {}: {} -m pip install line_profiler",
+            target[0], target[0]
+        ));
+        return Ok(e);
+    }
+    let rows = place.dir.join("line_profiler.json");
+    let convert = CommandSpec::new([
+        target[0].as_str(),
+        "-c",
+        LPROF_TO_JSON,
+        &lprof.to_string_lossy(),
+        file,
+        qualname,
+        &rows.to_string_lossy(),
+    ])
+    .cwd(&place.cwd);
+    match system_profile_exec::run(&convert, &RunOptions::with_timeout(Duration::from_secs(60)))
+        .await
+    {
+        Ok(o) if o.exit.success() => {
+            let parsed = system_profile_parse::line_profile::parse(&read(&rows));
+            e.warnings
+                .extend(parsed.diagnostics.iter().map(|d| d.message.clone()));
+            if parsed.value.lines.is_empty() {
+                e.warnings
+                    .push(format!("`{qualname}` never ran, or is not in {file}"));
+            }
+            e.metrics.line_profile = Some(parsed.value);
+        }
+        Ok(o) => e.warnings.push(format!(
+            "the line profile could not be read back: {}",
+            o.stderr.text().lines().last().unwrap_or("").trim()
+        )),
+        Err(err) => e
+            .warnings
+            .push(format!("the line profile could not be read back: {err}")),
+    }
+    e.artifacts.extend(file_artifact(lprof, "lprof"));
+    e.artifacts
+        .extend(file_artifact(rows, "line_profiler_json"));
+    explain_exit(&mut e);
+    Ok(e)
+}
+
 /// The methods this build runs.
-pub const IMPLEMENTED: [Method; 13] = [
+pub const IMPLEMENTED: [Method; 15] = [
     Method::TimeV,
     Method::Measure,
     Method::ProcfsSampler,
@@ -748,6 +967,8 @@ pub const IMPLEMENTED: [Method; 13] = [
     Method::Iostat,
     Method::Mpstat,
     Method::Pidstat,
+    Method::PerfRecord,
+    Method::LineProfiler,
 ];
 
 /// Run `input` in `place`. The future can be dropped at any point: the run's process group
@@ -769,6 +990,8 @@ pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
         Method::PySpyRecord => py_spy_record(input, place).await,
         Method::PySpyDump => py_spy_dump(input, place).await,
         Method::Cprofile => cprofile(input, place).await,
+        Method::PerfRecord => perf_record(input, place).await,
+        Method::LineProfiler => line_profiler(input, place).await,
         Method::Vmstat | Method::Iostat | Method::Mpstat | Method::Pidstat => {
             sysstat(input, place).await
         }

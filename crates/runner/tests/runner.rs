@@ -562,3 +562,86 @@ async fn sysstat_tools_observe_the_machine_and_a_process() {
     .unwrap_err();
     assert!(err.to_string().contains("alongside"));
 }
+
+/// perf sees the interpreter: a pure-Python loop runs in its evaluation loop.
+#[tokio::test]
+async fn perf_record_folds_native_stacks_into_hotspots_and_a_flame_graph() {
+    if !tool("perf") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let hot = script(dir.path(), "hot.py", HOT);
+    let e = execute(
+        &input(Method::PerfRecord, command(&[&py, &hot])),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap();
+    if e.status == RunStatus::Failed
+        && e.error
+            .as_deref()
+            .is_some_and(|m| m.contains("perf_event_paranoid"))
+    {
+        return;
+    }
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    let s = e.metrics.stacks.as_ref().expect("stacks");
+    assert!(s.total_samples > 20, "{s:?}");
+    // The interpreter's evaluation loop is where a pure-Python loop spends its cycles.
+    assert!(
+        s.by_total
+            .iter()
+            .take(10)
+            .any(|h| h.function.contains("_PyEval_EvalFrame")),
+        "{:?}",
+        &s.by_total[..s.by_total.len().min(10)]
+    );
+    for kind in ["perf_data", "perf_script", "folded", "flamegraph_svg"] {
+        assert!(
+            e.artifacts.iter().any(|a| a.kind == kind),
+            "{kind} missing: {:?}",
+            e.artifacts
+        );
+    }
+    assert!(e.argv.windows(2).any(|w| w == ["-e", "cpu-clock"]));
+}
+
+#[tokio::test]
+async fn line_profiler_times_each_line_of_the_named_function() {
+    let py = python();
+    let has = Command::new(&py)
+        .args(["-c", "import line_profiler"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !has {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "line_profiler is required under CI"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hot = script(dir.path(), "hot.py", HOT);
+    let mut i = input(Method::LineProfiler, command(&[&py, &hot]));
+    i.options.function = Some(format!("{hot}:hot"));
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    let p = e.metrics.line_profile.as_ref().expect("a line profile");
+    assert_eq!(p.function, "hot");
+    // `t += i * i` (line 5) runs 30 x 100000 times and takes most of the time.
+    let body = p.lines.iter().find(|l| l.line == 5).unwrap();
+    assert_eq!(body.hits, 3_000_000, "{p:?}");
+    assert!(body.source.contains("t += i * i"));
+    assert!(body.percent > 40.0, "{body:?}");
+    let first = p.lines.iter().find(|l| l.line == 3).unwrap();
+    assert_eq!(first.hits, 30);
+    let err = execute(
+        &input(Method::LineProfiler, command(&[&py, &hot])),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("options.function"));
+}

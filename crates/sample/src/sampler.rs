@@ -133,16 +133,16 @@ fn children(pid: u32) -> Vec<u32> {
     out
 }
 
-/// CPU time this thread has used, from getrusage(RUSAGE_THREAD).
+/// CPU time this thread has used, in seconds, from clock_gettime(CLOCK_THREAD_CPUTIME_ID)
+/// (the scheduler's nanosecond count; getrusage's is split by tick-sampled ratios).
 fn own_cpu_s() -> f64 {
-    // SAFETY: getrusage writes into the zeroed struct it is given and has no other effect.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    // SAFETY: clock_gettime writes the zeroed timespec it is given and has no other effect.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if rc != 0 {
         return 0.0;
     }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 impl Sampler {

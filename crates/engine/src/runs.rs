@@ -180,8 +180,18 @@ impl RunBook {
                 Err(err) => {
                     rec.status = RunStatus::Failed;
                     rec.wall_s = Some(ended - rec.started_at_unix_s);
-                    rec.error = Some(match err.kind() {
-                        RunErrorKind::ToolUnavailable => {
+                    // A missing profiler comes with the line that installs it.
+                    let hint = rec
+                        .profiler
+                        .spec()
+                        .tool
+                        .and_then(|id| system_profile_detect::catalog().iter().find(|t| t.id == id))
+                        .map(|t| t.install_hint);
+                    rec.error = Some(match (err.kind(), hint) {
+                        (RunErrorKind::ToolUnavailable, Some(h)) => {
+                            format!("{err}; to install: {h}")
+                        }
+                        (RunErrorKind::ToolUnavailable, None) => {
                             format!("{err} (detect_tools says how to install or permit it)")
                         }
                         _ => err.to_string(),

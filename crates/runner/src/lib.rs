@@ -255,6 +255,11 @@ async fn time_v(
         e.metrics.procfs = Some(s.stop());
         e.artifacts.extend(file_artifact(jsonl, "procfs_jsonl"));
     }
+    if with_sampler && input.options.gpu == Some(true) {
+        e.warnings.push(
+            "GPU sampling inside measure needs the NVML sampler, which this build does not have yet: no GPU series in this run".into(),
+        );
+    }
     let parsed = system_profile_parse::time_v::parse(&read(&report));
     if e.status != RunStatus::TimedOut {
         // time's own report of the target: exit status or the signal that ended it.

@@ -378,7 +378,12 @@ impl Engine {
             error: None,
         };
         self.runs.insert(record.clone());
-        let place = system_profile_runner::RunPlace { dir, cwd };
+        let place = system_profile_runner::RunPlace {
+            dir,
+            cwd,
+            ..Default::default()
+        };
+        let samples = place.samples_taken.clone();
         let (done_tx, done_rx) = tokio::sync::watch::channel(false);
         let book = self.runs.clone();
         let id = run_id.clone();
@@ -406,7 +411,9 @@ impl Engine {
                 _ = done.wait_for(|d| *d) => break,
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {
                     let s = started.elapsed().as_secs_f64();
-                    progress.report(s.floor(), None, format!("{} running for {s:.0} s", record.profiler.id()));
+                    let n = samples.load(std::sync::atomic::Ordering::Relaxed);
+                    let taken = if n > 0 { format!(", {n} samples") } else { String::new() };
+                    progress.report(s.floor(), None, format!("{} running for {s:.0} s{taken}", record.profiler.id()));
                 }
             }
         }

@@ -14,12 +14,14 @@ use system_profile_sample::sampler::{Sampler, SamplerConfig};
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(30);
 
 /// Where and how one run happens.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunPlace {
     /// The run's own folder (created by the caller); every artifact goes here.
     pub dir: PathBuf,
     /// Working directory of a started command.
     pub cwd: PathBuf,
+    /// Samples the /proc sampler has taken so far, for progress reports.
+    pub samples_taken: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A file the run left, with its absolute path.
@@ -195,10 +197,11 @@ fn timeout_of(input: &RunProfilerInput) -> Option<Duration> {
     input.timeout_s.map(Duration::from_secs_f64)
 }
 
-fn sampler_config(options: &ProfilerOptions, jsonl: PathBuf) -> SamplerConfig {
+fn sampler_config(options: &ProfilerOptions, place: &RunPlace, jsonl: PathBuf) -> SamplerConfig {
     SamplerConfig {
         rate_hz: options.rate_hz.unwrap_or(100.0),
         jsonl: Some(jsonl),
+        samples_taken: Some(place.samples_taken.clone()),
         ..Default::default()
     }
 }
@@ -243,7 +246,7 @@ async fn time_v(
     argv.extend(target);
     let jsonl = place.dir.join("procfs.jsonl");
     let mut sampler: Option<Sampler> = None;
-    let config = sampler_config(&input.options, jsonl.clone());
+    let config = sampler_config(&input.options, place, jsonl.clone());
     let outcome = launch(input, place, &argv, timeout_of(input), |pid| {
         if with_sampler {
             sampler = Some(Sampler::start(pid, config));
@@ -292,7 +295,7 @@ async fn time_v(
 
 async fn procfs_sampler(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
     let jsonl = place.dir.join("procfs.jsonl");
-    let config = sampler_config(&input.options, jsonl.clone());
+    let config = sampler_config(&input.options, place, jsonl.clone());
     match &input.target {
         RunTarget::Pid { pid } => {
             if system_profile_sample::proc::read_process(*pid).is_none() {

@@ -41,6 +41,7 @@ fn place(dir: &Path) -> RunPlace {
     RunPlace {
         dir: dir.join("run"),
         cwd: dir.to_path_buf(),
+        ..Default::default()
     }
 }
 

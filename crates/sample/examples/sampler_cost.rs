@@ -35,7 +35,7 @@ fn main() {
             SamplerConfig {
                 rate_hz: rate,
                 detail_every: detail,
-                jsonl: None,
+                ..Default::default()
             },
         );
         child.wait().unwrap();

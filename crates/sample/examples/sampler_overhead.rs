@@ -32,6 +32,7 @@ fn config() -> SamplerConfig {
         rate_hz: env("SAMPLER_RATE").unwrap_or(100.0),
         detail_every: env("SAMPLER_DETAIL").map(|v| v as u32).unwrap_or(10),
         jsonl: None,
+        samples_taken: None,
     }
 }
 

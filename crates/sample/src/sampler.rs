@@ -25,6 +25,8 @@ pub struct SamplerConfig {
     pub detail_every: u32,
     /// Where to write one JSON line per process per sample; `None` keeps only the summary.
     pub jsonl: Option<PathBuf>,
+    /// Counts the samples as they are taken, for progress reports while the sampler runs.
+    pub samples_taken: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for SamplerConfig {
@@ -33,6 +35,7 @@ impl Default for SamplerConfig {
             rate_hz: 100.0,
             detail_every: 10,
             jsonl: None,
+            samples_taken: None,
         }
     }
 }
@@ -321,6 +324,9 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
         }
         rss_peak_total = rss_peak_total.max(rss_total);
         samples += 1;
+        if let Some(c) = &config.samples_taken {
+            c.store(samples, Ordering::Relaxed);
+        }
         if stop.load(Ordering::SeqCst) || (alive == 0 && samples > 1) {
             break;
         }

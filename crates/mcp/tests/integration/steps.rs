@@ -168,6 +168,11 @@ fn runs_in_the_foreground_and_the_background_with_a_manifest() {
     );
     assert_eq!(r["method"], "notifications/progress", "{r}");
     assert_eq!(r["params"]["progressToken"], "run-1");
+    let message = r["params"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("measure running for") && message.ends_with("samples"),
+        "{message}"
+    );
     let r = loop {
         let m = s.recv();
         if m.get("id").is_some() {

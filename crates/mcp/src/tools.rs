@@ -211,83 +211,61 @@ fn to_value<T: Serialize>(value: &T) -> Result<Value, ToolError> {
     })
 }
 
-fn detect_tools_call<'a>(
-    engine: &'a Engine,
-    arguments: Value,
-    progress: &'a Progress,
-) -> BoxFuture<'a, Result<Value, ToolError>> {
-    Box::pin(async move {
-        let input: DetectToolsInput = decode_arguments(arguments)?;
-        let report = engine.detect_tools(input, progress).await?;
-        to_value(&report)
-    })
+/// A tool's call: decode the arguments into its input type (naming a bad field), run the
+/// engine step, encode the result.
+macro_rules! tool_call {
+    ($name:ident, $input:ty, |$engine:ident, $arg:ident, $progress:ident| $run:expr) => {
+        fn $name<'a>(
+            $engine: &'a Engine,
+            arguments: Value,
+            $progress: &'a Progress,
+        ) -> BoxFuture<'a, Result<Value, ToolError>> {
+            Box::pin(async move {
+                let $arg: $input = decode_arguments(arguments)?;
+                let _ = $progress;
+                to_value(&$run)
+            })
+        }
+    };
 }
 
-fn identify_target_call<'a>(
-    engine: &'a Engine,
-    arguments: Value,
-    _progress: &'a Progress,
-) -> BoxFuture<'a, Result<Value, ToolError>> {
-    Box::pin(async move {
-        let input: IdentifyTargetInput = decode_arguments(arguments)?;
-        to_value(&engine.identify_target(input).await?)
-    })
-}
+tool_call!(
+    detect_tools_call,
+    DetectToolsInput,
+    |engine, input, progress| engine.detect_tools(input, progress).await?
+);
 
-fn plan_profile_call<'a>(
-    engine: &'a Engine,
-    arguments: Value,
-    progress: &'a Progress,
-) -> BoxFuture<'a, Result<Value, ToolError>> {
-    Box::pin(async move {
-        let input: PlanProfileInput = decode_arguments(arguments)?;
-        to_value(&engine.plan_profile(input, progress).await?)
-    })
-}
+tool_call!(
+    identify_target_call,
+    IdentifyTargetInput,
+    |engine, input, progress| engine.identify_target(input).await?
+);
 
-fn run_profiler_call<'a>(
-    engine: &'a Engine,
-    arguments: Value,
-    progress: &'a Progress,
-) -> BoxFuture<'a, Result<Value, ToolError>> {
-    Box::pin(async move {
-        let input: RunProfilerInput = decode_arguments(arguments)?;
-        to_value(&engine.run_profiler(input, progress).await?)
-    })
-}
+tool_call!(
+    plan_profile_call,
+    PlanProfileInput,
+    |engine, input, progress| engine.plan_profile(input, progress).await?
+);
 
-fn get_run_call<'a>(
-    engine: &'a Engine,
-    arguments: Value,
-    _progress: &'a Progress,
-) -> BoxFuture<'a, Result<Value, ToolError>> {
-    Box::pin(async move {
-        let input: GetRunInput = decode_arguments(arguments)?;
-        to_value(&engine.get_run(input).await?)
-    })
-}
+tool_call!(
+    run_profiler_call,
+    RunProfilerInput,
+    |engine, input, progress| engine.run_profiler(input, progress).await?
+);
 
-fn list_runs_call<'a>(
-    engine: &'a Engine,
-    arguments: Value,
-    _progress: &'a Progress,
-) -> BoxFuture<'a, Result<Value, ToolError>> {
-    Box::pin(async move {
-        let input: ListRunsInput = decode_arguments(arguments)?;
-        to_value(&engine.list_runs(input))
-    })
-}
+tool_call!(get_run_call, GetRunInput, |engine, input, progress| engine
+    .get_run(input)
+    .await?);
 
-fn cancel_run_call<'a>(
-    engine: &'a Engine,
-    arguments: Value,
-    _progress: &'a Progress,
-) -> BoxFuture<'a, Result<Value, ToolError>> {
-    Box::pin(async move {
-        let input: CancelRunInput = decode_arguments(arguments)?;
-        to_value(&engine.cancel_run(input)?)
-    })
-}
+tool_call!(list_runs_call, ListRunsInput, |engine, input, progress| {
+    engine.list_runs(input)
+});
+
+tool_call!(
+    cancel_run_call,
+    CancelRunInput,
+    |engine, input, progress| engine.cancel_run(input)?
+);
 
 const READ_ONLY: Annotations = Annotations {
     read_only: true,

@@ -419,6 +419,25 @@ fn perf_events(options: &ProfilerOptions) -> String {
     }
 }
 
+/// The end of a perf command line: `-- argv` for a command; for a PID, `-p PID -- sleep D`,
+/// so perf ends with the `sleep` it runs (the window, without signals).
+fn perf_target(input: &RunProfilerInput) -> Result<Vec<String>, RunError> {
+    Ok(match &input.target {
+        RunTarget::Pid { pid } => vec![
+            "-p".into(),
+            pid.to_string(),
+            "--".into(),
+            "sleep".into(),
+            format!("{}", window(input).as_secs_f64()),
+        ],
+        _ => {
+            let mut v = vec!["--".to_string()];
+            v.extend(command_of(input)?);
+            v
+        }
+    })
+}
+
 /// `perf stat -x,` of a started command, or of a PID for the window.
 async fn perf_stat(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
     let csv = place.dir.join("perf-stat.csv");
@@ -431,22 +450,7 @@ async fn perf_stat(input: &RunProfilerInput, place: &RunPlace) -> Result<Executi
         "-e".into(),
         perf_events(&input.options),
     ];
-    match &input.target {
-        RunTarget::Pid { pid } => {
-            // perf ends with the `sleep` it runs: the window, without signals.
-            argv.extend([
-                "-p".into(),
-                pid.to_string(),
-                "--".into(),
-                "sleep".into(),
-                format!("{}", window(input).as_secs_f64()),
-            ]);
-        }
-        _ => {
-            argv.push("--".into());
-            argv.extend(command_of(input)?);
-        }
-    }
+    argv.extend(perf_target(input)?);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
     let parsed = system_profile_parse::perf_stat::parse(&read(&csv));
@@ -766,19 +770,7 @@ async fn perf_record(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
     if input.options.subprocesses == Some(false) {
         argv.push("--no-inherit".into());
     }
-    match &input.target {
-        RunTarget::Pid { pid } => argv.extend([
-            "-p".into(),
-            pid.to_string(),
-            "--".into(),
-            "sleep".into(),
-            format!("{}", window(input).as_secs_f64()),
-        ]),
-        _ => {
-            argv.push("--".into());
-            argv.extend(command_of(input)?);
-        }
-    }
+    argv.extend(perf_target(input)?);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
     e.artifacts.extend(file_artifact(data.clone(), "perf_data"));

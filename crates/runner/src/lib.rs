@@ -229,6 +229,31 @@ fn explain_exit(e: &mut Execution) {
     }
 }
 
+/// Start `argv` with the /proc sampler attached to it from its first instant (when `sampled`),
+/// and finish the execution with the sampler's summary and timeline.
+async fn launch_sampled(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    argv: Vec<String>,
+    sampled: bool,
+) -> Result<Execution, RunError> {
+    let jsonl = place.dir.join("procfs.jsonl");
+    let config = sampler_config(&input.options, place, jsonl.clone());
+    let mut sampler: Option<Sampler> = None;
+    let outcome = launch(input, place, &argv, timeout_of(input), |pid| {
+        if sampled {
+            sampler = Some(Sampler::start(pid, config));
+        }
+    })
+    .await?;
+    let mut e = finish(&outcome, argv, place);
+    if let Some(s) = sampler {
+        e.metrics.procfs = Some(s.stop());
+        e.artifacts.extend(file_artifact(jsonl, "procfs_jsonl"));
+    }
+    Ok(e)
+}
+
 async fn time_v(
     input: &RunProfilerInput,
     place: &RunPlace,
@@ -244,20 +269,7 @@ async fn time_v(
         "--".into(),
     ];
     argv.extend(target);
-    let jsonl = place.dir.join("procfs.jsonl");
-    let mut sampler: Option<Sampler> = None;
-    let config = sampler_config(&input.options, place, jsonl.clone());
-    let outcome = launch(input, place, &argv, timeout_of(input), |pid| {
-        if with_sampler {
-            sampler = Some(Sampler::start(pid, config));
-        }
-    })
-    .await?;
-    let mut e = finish(&outcome, argv, place);
-    if let Some(s) = sampler {
-        e.metrics.procfs = Some(s.stop());
-        e.artifacts.extend(file_artifact(jsonl, "procfs_jsonl"));
-    }
+    let mut e = launch_sampled(input, place, argv, with_sampler).await?;
     if with_sampler && input.options.gpu == Some(true) {
         e.warnings.push(
             "GPU sampling inside measure needs the NVML sampler, which this build does not have yet: no GPU series in this run".into(),
@@ -338,17 +350,7 @@ async fn procfs_sampler(input: &RunProfilerInput, place: &RunPlace) -> Result<Ex
             })
         }
         _ => {
-            let argv = command_of(input)?;
-            let mut sampler = None;
-            let outcome = launch(input, place, &argv, timeout_of(input), |pid| {
-                sampler = Some(Sampler::start(pid, config));
-            })
-            .await?;
-            let mut e = finish(&outcome, argv, place);
-            if let Some(s) = sampler {
-                e.metrics.procfs = Some(s.stop());
-            }
-            e.artifacts.extend(file_artifact(jsonl, "procfs_jsonl"));
+            let mut e = launch_sampled(input, place, command_of(input)?, true).await?;
             explain_exit(&mut e);
             Ok(e)
         }

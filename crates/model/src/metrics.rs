@@ -302,3 +302,34 @@ pub struct LineProfile {
     /// Every line that ran, in source order.
     pub lines: Vec<LineStat>,
 }
+
+/// One allocation site (file:line) of a memory profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AllocationSite {
+    pub file: String,
+    pub line: u32,
+    /// Bytes allocated there and still live when the snapshot was taken.
+    pub size_bytes: u64,
+    /// Live blocks allocated there.
+    pub count: u64,
+}
+
+/// A tracemalloc run: Python allocations from the target's first line to its exit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PythonMemoryProfile {
+    /// Traced memory at exit and at its peak.
+    pub current_bytes: u64,
+    pub peak_bytes: u64,
+    /// Sites live at the snapshot taken nearest the peak, by size. Snapshots are taken every
+    /// `interval_s` when memory has grown 10%: a peak shorter than the interval may be missed;
+    /// `peak_sites_at_bytes` says how much was traced when this one was taken.
+    pub peak_sites_by_size: Vec<AllocationSite>,
+    pub peak_sites_at_bytes: u64,
+    /// Sites live at exit, by size and by count.
+    pub exit_sites_by_size: Vec<AllocationSite>,
+    pub exit_sites_by_count: Vec<AllocationSite>,
+    /// [seconds since start, current bytes, peak bytes] every interval.
+    pub timeline: Vec<(f64, u64, u64)>,
+    /// Frames kept per allocation traceback.
+    pub traceback_depth: u32,
+}

@@ -584,6 +584,9 @@ pub struct RunMetrics {
     /// Per-line times of one function (line_profiler).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_profile: Option<crate::metrics::LineProfile>,
+    /// Python allocations (tracemalloc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_memory: Option<crate::metrics::PythonMemoryProfile>,
     /// Interval reports (vmstat, iostat, mpstat, pidstat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sysstat: Option<crate::metrics::SysstatReport>,

@@ -11,6 +11,7 @@ pub mod py_spy_dump;
 pub mod strace_c;
 pub mod sysstat;
 pub mod time_v;
+pub mod tracemalloc_json;
 
 use system_profile_model::Parsed;
 

@@ -289,3 +289,25 @@ fn sysstat_fixtures() {
     }
     assert!(!sysstat::iostat("{").diagnostics.is_empty());
 }
+
+#[test]
+fn tracemalloc_json_fixtures() {
+    assert_eq!(
+        snapshot_all(
+            "tracemalloc_json",
+            system_profile_parse::tracemalloc_json::parse
+        ),
+        1
+    );
+    let m = system_profile_parse::tracemalloc_json::parse(&fixture(
+        "tracemalloc_json",
+        "alloc-peak-then-keep",
+    ))
+    .value;
+    assert!(m.peak_bytes > 40_000_000);
+    assert_eq!(
+        (m.peak_sites_by_size[0].line, m.exit_sites_by_size[0].line),
+        (4, 9)
+    );
+    assert!(m.exit_sites_by_count[0].count >= 10_000);
+}

@@ -954,8 +954,107 @@ async fn line_profiler(input: &RunProfilerInput, place: &RunPlace) -> Result<Exe
     Ok(e)
 }
 
+/// Runs the target's script or `-m` module under tracemalloc from its first line: a thread
+/// records [t, current, peak] every interval and takes a snapshot whenever the traced memory
+/// grows 10% past the last one (so the sites at the peak are known), and at exit the sites
+/// still live. argv: report path, traceback depth, interval, then the target's argv after the
+/// interpreter.
+const TRACEMALLOC_RUNNER: &str = r#"
+import json, os, runpy, sys, threading, time, tracemalloc
+out, depth, interval = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+target = sys.argv[4:]
+own = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, runpy.__file__),
+       tracemalloc.Filter(False, threading.__file__), tracemalloc.Filter(False, "<string>"),
+       tracemalloc.Filter(False, "<frozen *>")]
+def top(snapshot, n=30):
+    stats = snapshot.filter_traces(own).statistics("lineno")
+    return [[s.traceback[0].filename, s.traceback[0].lineno, s.size, s.count] for s in stats[:n]]
+state = {"timeline": [], "peak_sites": [], "snap_at": 0}
+stop = threading.Event()
+t0 = time.monotonic()
+def watch():
+    while not stop.wait(interval):
+        cur, peak = tracemalloc.get_traced_memory()
+        if len(state["timeline"]) < 100000:
+            state["timeline"].append([round(time.monotonic() - t0, 4), cur, peak])
+        if cur > max(state["snap_at"] * 1.1, 1 << 20):
+            state["snap_at"] = cur
+            state["peak_sites"] = top(tracemalloc.take_snapshot())
+tracemalloc.start(depth)
+watcher = threading.Thread(target=watch, daemon=True)
+watcher.start()
+code = 0
+try:
+    if target[0] == "-m":
+        sys.argv = target[1:]
+        runpy.run_module(target[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = target
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
+        runpy.run_path(target[0], run_name="__main__")
+except SystemExit as e:
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+finally:
+    stop.set()
+    # A snapshot in flight finishes before the report is written.
+    watcher.join(timeout=30)
+    cur, peak = tracemalloc.get_traced_memory()
+    report = {"current": cur, "peak": peak, "depth": depth, "peak_sites": state["peak_sites"],
+              "exit_sites": top(tracemalloc.take_snapshot(), 200), "timeline": state["timeline"],
+              "peak_sites_at": state["snap_at"]}
+    tracemalloc.stop()
+    with open(out, "w") as f:
+        json.dump(report, f)
+sys.exit(code)
+"#;
+
+async fn tracemalloc(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let target = command_of(input)?;
+    let script_pos = target
+        .iter()
+        .skip(1)
+        .position(|a| !a.starts_with('-') || a == "-m")
+        .map(|p| p + 1);
+    let (true, Some(pos)) = (is_python(&target[0]), script_pos) else {
+        return Err(RunError::new(
+            RunErrorKind::BadTarget,
+            "tracemalloc runs Python: the command must be `python3 script.py [args]` or `python3 -m module [args]`",
+        ));
+    };
+    let report = place.dir.join("tracemalloc.json");
+    let depth = input.options.traceback_depth.unwrap_or(1).clamp(1, 256);
+    let interval = input.options.interval_s.unwrap_or(0.1).max(0.01);
+    let mut argv: Vec<String> = target[..pos].to_vec();
+    argv.extend([
+        "-c".into(),
+        TRACEMALLOC_RUNNER.into(),
+        report.to_string_lossy().into_owned(),
+        depth.to_string(),
+        format!("{interval}"),
+    ]);
+    argv.extend(target[pos..].iter().cloned());
+    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
+    let mut e = finish(&outcome, argv, place);
+    // The runner's code is long; the record keeps its place, not its text.
+    if let Some(code) = e.argv.iter_mut().find(|a| a.as_str() == TRACEMALLOC_RUNNER) {
+        *code = "<tracemalloc runner>".into();
+    }
+    let parsed = system_profile_parse::tracemalloc_json::parse(&read(&report));
+    if parsed.diagnostics.is_empty() {
+        e.metrics.python_memory = Some(parsed.value);
+    } else {
+        e.warnings.push(
+            "tracemalloc wrote no report: the target was killed before its exit handler ran".into(),
+        );
+    }
+    e.artifacts
+        .extend(file_artifact(report, "tracemalloc_json"));
+    explain_exit(&mut e);
+    Ok(e)
+}
+
 /// The methods this build runs.
-pub const IMPLEMENTED: [Method; 15] = [
+pub const IMPLEMENTED: [Method; 16] = [
     Method::TimeV,
     Method::Measure,
     Method::ProcfsSampler,
@@ -971,6 +1070,7 @@ pub const IMPLEMENTED: [Method; 15] = [
     Method::Pidstat,
     Method::PerfRecord,
     Method::LineProfiler,
+    Method::Tracemalloc,
 ];
 
 /// Run `input` in `place`. The future can be dropped at any point: the run's process group
@@ -994,6 +1094,7 @@ pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
         Method::Cprofile => cprofile(input, place).await,
         Method::PerfRecord => perf_record(input, place).await,
         Method::LineProfiler => line_profiler(input, place).await,
+        Method::Tracemalloc => tracemalloc(input, place).await,
         Method::Vmstat | Method::Iostat | Method::Mpstat | Method::Pidstat => {
             sysstat(input, place).await
         }

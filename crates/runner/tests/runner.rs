@@ -646,3 +646,68 @@ async fn line_profiler_times_each_line_of_the_named_function() {
     .unwrap_err();
     assert!(err.to_string().contains("options.function"));
 }
+
+/// Holds 40 MB from line 4 for 0.3 s at its peak, frees it, then keeps 5 MB from line 9 to
+/// the end.
+const ALLOC: &str = r#"import sys, time
+
+def build():
+    big = [bytes(1000) for _ in range(40_000)]
+    time.sleep(0.3)
+    return sum(len(b) for b in big)
+
+def keep():
+    return [bytes(500) for _ in range(10_000)]
+
+total = build()
+kept = keep()
+print(total, len(kept), file=sys.stderr)
+"#;
+
+#[tokio::test]
+async fn tracemalloc_finds_the_site_of_the_peak_and_what_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let alloc = script(dir.path(), "alloc.py", ALLOC);
+    let mut i = input(Method::Tracemalloc, command(&[&py, &alloc]));
+    i.options.interval_s = Some(0.01);
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert!(
+        e.stderr_tail.starts_with("40000000 10000"),
+        "the target ran as itself: {}",
+        e.stderr_tail
+    );
+    let m = e.metrics.python_memory.as_ref().unwrap();
+    // 40,000 bytes objects of 1000 bytes (+33 bytes header each) and the list: the program's
+    // own count is 40 MB of payload; the peak is that within 10% plus what else lived then.
+    let payload = 40_000_000.0;
+    assert!(
+        (m.peak_bytes as f64) > payload && (m.peak_bytes as f64) < payload * 1.15,
+        "peak {}",
+        m.peak_bytes
+    );
+    let at_peak = &m.peak_sites_by_size[0];
+    assert!(
+        at_peak.file.ends_with("alloc.py") && at_peak.line == 4,
+        "{at_peak:?}"
+    );
+    assert!(
+        (at_peak.size_bytes as f64 - payload).abs() < payload * 0.1,
+        "{at_peak:?}"
+    );
+    let at_exit = &m.exit_sites_by_size[0];
+    assert!(
+        at_exit.file.ends_with("alloc.py") && at_exit.line == 9,
+        "{at_exit:?}"
+    );
+    assert!(
+        m.peak_sites_at_bytes as f64 > payload,
+        "{}",
+        m.peak_sites_at_bytes
+    );
+    // 10,000 bytes objects, their list and the comprehension's own blocks.
+    assert!((10_000..10_010).contains(&at_exit.count), "{at_exit:?}");
+    assert!(!m.timeline.is_empty());
+    assert!(e.argv.contains(&"<tracemalloc runner>".to_string()));
+}

@@ -146,8 +146,10 @@ pub struct ProcfsSummary {
     pub samples: u64,
     pub rate_hz_requested: f64,
     pub rate_hz_achieved: f64,
-    /// Sums over the processes, of the CPU time they used while sampled. A child that lives
-    /// less than one discovery interval (100 ms) may be missed; `time -v` has the exact total.
+    /// Sums over the processes of the CPU time they used: from birth for processes born while
+    /// sampling (the started command and the children found later), from the first sample
+    /// for older ones. A child that ends before the next discovery (every 100 ms at 100 Hz)
+    /// is missed; `time -v` has the exact total.
     pub cpu_user_s: f64,
     pub cpu_sys_s: f64,
     /// (user + sys) / wall: cores kept busy on average.

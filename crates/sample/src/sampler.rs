@@ -178,8 +178,15 @@ impl Sampler {
     }
 }
 
-fn track(pid: u32, now_s: f64) -> Option<Tracked> {
+/// Start tracking `pid`. A process born after `born_after_ticks` (clock ticks since boot) has
+/// all its CPU time counted; an older one, only what it uses from now on.
+fn track(pid: u32, now_s: f64, born_after_ticks: u64) -> Option<Tracked> {
     let snap = read_process(pid)?;
+    let baseline = if snap.start_ticks >= born_after_ticks {
+        (0, 0)
+    } else {
+        (snap.utime_ticks, snap.stime_ticks)
+    };
     let stat = File::open(format!("/proc/{pid}/stat")).ok()?;
     let open = |name: &str| File::open(format!("/proc/{pid}/{name}")).ok();
     Some(Tracked {
@@ -192,7 +199,7 @@ fn track(pid: u32, now_s: f64) -> Option<Tracked> {
         cmdline: snap.cmdline,
         first_seen_s: now_s,
         last_seen_s: now_s,
-        first_ticks: (snap.utime_ticks, snap.stime_ticks),
+        first_ticks: baseline,
         last_ticks: (snap.utime_ticks, snap.stime_ticks),
         rss_peak: snap.rss_bytes,
         rss_sum: 0,
@@ -210,6 +217,11 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
     let started = Instant::now();
     let interval = Duration::from_secs_f64(1.0 / config.rate_hz.clamp(0.1, 10_000.0));
     let ticks = ticks_per_second() as f64;
+    // Processes born from two ticks before the sampler on (the command it was started for,
+    // and every child found later, up to 100 ms after its birth) count from their first
+    // instruction.
+    let born_after_ticks = (crate::proc::uptime_s().unwrap_or(0.0) * ticks) as u64;
+    let born_after_ticks = born_after_ticks.saturating_sub(2);
     let page = page_size();
     let mut out = config
         .jsonl
@@ -239,7 +251,7 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
                 }
                 seen.push(pid);
                 if let std::collections::btree_map::Entry::Vacant(slot) = tracked.entry(pid) {
-                    match track(pid, now_s) {
+                    match track(pid, now_s, born_after_ticks) {
                         Some(t) => {
                             slot.insert(t);
                         }

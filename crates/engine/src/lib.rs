@@ -134,7 +134,24 @@ impl Engine {
                 ),
             });
         }
-        Ok(dir.canonicalize().unwrap_or(dir))
+        // `..` and symlinks are followed before the check, so neither leads out of the root.
+        let dir = dir.canonicalize().unwrap_or(dir);
+        let root = self
+            .config
+            .root
+            .canonicalize()
+            .unwrap_or(self.config.root.clone());
+        if !dir.starts_with(&root) {
+            return Err(EngineError::InvalidInput {
+                field: "cwd",
+                message: format!(
+                    "{} is outside the server's root {}: start the server with --root above it",
+                    dir.display(),
+                    root.display()
+                ),
+            });
+        }
+        Ok(dir)
     }
 
     fn python_arg(&self, python: Option<&str>) -> Result<Option<String>, EngineError> {

@@ -130,6 +130,18 @@ fn unclear_words_are_questions_and_bad_arguments_name_their_field() {
             json!({"arguments": "x".repeat(20_000)}),
             "arguments",
         ),
+        (
+            10,
+            "identify_target",
+            json!({"arguments": "x", "cwd": ".."}),
+            "cwd",
+        ),
+        (
+            11,
+            "run_profiler",
+            json!({"profiler": "custom", "target": {"command": ["true"]}, "cwd": "/"}),
+            "cwd",
+        ),
     ] {
         let r =
             s.ask(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}).to_string());

@@ -356,7 +356,8 @@ static TOOLS: [ToolDef; 7] = [
             stack), cprofile (calls, own and cumulative time per function), perf_record \
             (native stacks folded into hotspots and a flame graph), line_profiler (per-line hits \
             and time of options.function), tracemalloc (peak and exit bytes, the sites live \
-            at the peak and at exit, a timeline), vmstat, iostat, \
+            at the peak and at exit, a timeline), memray (peak, top allocation sites by size \
+            and count, allocator distribution, a flame graph HTML), vmstat, iostat, \
             mpstat (the machine, {\"system\": true}) and pidstat (a PID or all processes) over \
             duration_s, custom (any command). The exact arguments come \
             from plan_profile. background: true returns the run_id at once (get_run, list_runs, \

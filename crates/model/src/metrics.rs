@@ -335,3 +335,33 @@ pub struct PythonMemoryProfile {
     /// Frames kept per allocation traceback.
     pub traceback_depth: u32,
 }
+
+/// Allocations of one place in the code over a whole memray run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AllocationTotal {
+    pub function: String,
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Bytes allocated there over the run (freed or not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+}
+
+/// A memray run: every allocation, Python and native, summarised by `memray stats --json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AllocationProfile {
+    /// Highest heap memory in use at once.
+    pub peak_bytes: u64,
+    pub total_allocations: u64,
+    pub total_bytes_allocated: u64,
+    pub top_by_size: Vec<AllocationTotal>,
+    pub top_by_count: Vec<AllocationTotal>,
+    /// Calls per allocator function (MALLOC, CALLOC, REALLOC, MMAP, ...).
+    pub allocator_distribution: std::collections::BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_allocator: Option<String>,
+    pub native_traces: bool,
+}

@@ -587,6 +587,9 @@ pub struct RunMetrics {
     /// Python allocations (tracemalloc).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_memory: Option<crate::metrics::PythonMemoryProfile>,
+    /// Every allocation, Python and native (memray).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<crate::metrics::AllocationProfile>,
     /// Interval reports (vmstat, iostat, mpstat, pidstat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sysstat: Option<crate::metrics::SysstatReport>,

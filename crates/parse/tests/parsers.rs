@@ -311,3 +311,22 @@ fn tracemalloc_json_fixtures() {
     );
     assert!(m.exit_sites_by_count[0].count >= 10_000);
 }
+
+#[test]
+fn memray_stats_fixtures() {
+    assert_eq!(
+        snapshot_all("memray_stats", system_profile_parse::memray_stats::parse),
+        1
+    );
+    let m =
+        system_profile_parse::memray_stats::parse(&fixture("memray_stats", "alloc-peak-then-keep"))
+            .value;
+    assert_eq!(m.peak_bytes, 41_712_412);
+    assert_eq!(
+        (m.top_by_size[0].function.as_str(), m.top_by_size[0].line),
+        ("<listcomp>", Some(4))
+    );
+    assert_eq!(m.top_by_count[0].count, Some(40_051));
+    assert_eq!(m.allocator_distribution["CALLOC"], 50_028);
+    assert_eq!(m.python_allocator.as_deref(), Some("pymalloc"));
+}

@@ -711,3 +711,51 @@ async fn tracemalloc_finds_the_site_of_the_peak_and_what_stays() {
     assert!(!m.timeline.is_empty());
     assert!(e.argv.contains(&"<tracemalloc runner>".to_string()));
 }
+
+#[tokio::test]
+async fn memray_finds_where_the_bytes_go_and_the_peak() {
+    let py = python();
+    let has = Command::new(&py)
+        .args(["-c", "import memray"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !has {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "memray is required under CI"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let alloc = script(dir.path(), "alloc.py", ALLOC);
+    let e = execute(
+        &input(Method::Memray, command(&[&py, &alloc])),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+    let m = e.metrics.allocations.as_ref().expect("memray stats");
+    let payload = 40_000_000.0;
+    assert!(
+        (m.peak_bytes as f64 - payload).abs() < payload * 0.1,
+        "peak {}",
+        m.peak_bytes
+    );
+    let top = &m.top_by_size[0];
+    assert!(
+        top.file.ends_with("alloc.py") && top.line == Some(4),
+        "{top:?}"
+    );
+    assert!(m.top_by_count[0].count.unwrap() >= 40_000);
+    assert!(m.total_allocations >= 50_000);
+    for kind in ["memray_bin", "memray_stats_json", "memray_flamegraph_html"] {
+        assert!(
+            e.artifacts.iter().any(|a| a.kind == kind),
+            "{kind}: {:?}",
+            e.artifacts
+        );
+    }
+}

@@ -341,3 +341,41 @@ fn run_errors_say_what_to_do() {
     let r = s.ask(r#"{"jsonrpc":"2.0","id":7,"method":"get_run","params":{"run_id":"r999-x"}}"#);
     assert_eq!(r["error"]["data"]["field"], "run_id", "{r}");
 }
+
+/// The contract between steps 2 and 5: every step a plan gives runs as given.
+#[test]
+fn every_step_of_a_plan_runs_as_planned() {
+    let mut s = Server::spawn(&[]);
+    std::fs::write(s.root.path().join("app.py"), APP).unwrap();
+    let r = call(
+        &mut s,
+        1,
+        "plan_profile",
+        json!({"target": "app.py cpu memory io", "time_budget_s": 60}),
+    );
+    let plan = r["result"]["structuredContent"].clone();
+    let steps = plan["steps"].as_array().unwrap().clone();
+    assert!(steps.len() >= 4, "{plan}");
+    let mut ran = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        let mut args = step["run_profiler"].clone();
+        // Steps meant to run alongside another run here one after the other.
+        args["background"] = json!(false);
+        if args["duration_s"].is_number() {
+            args["duration_s"] = json!(1);
+        }
+        let r = call(&mut s, 10 + i as u64, "run_profiler", args);
+        let method = step["method"].as_str().unwrap().to_string();
+        assert_eq!(r["result"]["isError"], false, "{method}: {r}");
+        let run = &r["result"]["structuredContent"];
+        assert_eq!(run["status"], "completed", "{method}: {run}");
+        assert!(
+            run["metrics"].as_object().is_some_and(|m| !m.is_empty()),
+            "{method} measured nothing: {run}"
+        );
+        ran.push(method);
+    }
+    for needed in ["measure", "perf_stat", "strace_c"] {
+        assert!(ran.iter().any(|m| m == needed), "{needed} not in {ran:?}");
+    }
+}

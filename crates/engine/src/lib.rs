@@ -97,6 +97,8 @@ pub enum EngineError {
 /// One server's engine. Cheap to share behind an `Arc`.
 pub struct Engine {
     config: EngineConfig,
+    /// `config.root`, absolute with links resolved: what every path is checked against.
+    root: PathBuf,
     runs: Arc<runs::RunBook>,
     /// Detection per interpreter, for the life of the session; `refresh` replaces it.
     detect_cache: tokio::sync::Mutex<HashMap<String, Arc<DetectReport>>>,
@@ -104,9 +106,14 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Self {
-        let root = std::path::absolute(&config.root).unwrap_or(config.root.clone());
+        let root = config
+            .root
+            .canonicalize()
+            .or_else(|_| std::path::absolute(&config.root))
+            .unwrap_or(config.root.clone());
         Engine {
-            runs: Arc::new(runs::RunBook::new(root)),
+            runs: Arc::new(runs::RunBook::new(root.clone())),
+            root,
             config,
             detect_cache: tokio::sync::Mutex::new(HashMap::new()),
         }
@@ -119,10 +126,9 @@ impl Engine {
     /// The directory a call's relative paths resolve in: `cwd` against the root, which must
     /// exist and be a directory.
     fn resolve_cwd(&self, cwd: Option<&str>) -> Result<PathBuf, EngineError> {
-        let root = std::path::absolute(&self.config.root).unwrap_or(self.config.root.clone());
         let dir = match cwd.map(str::trim) {
-            None | Some("") => root,
-            Some(c) => root.join(c),
+            None | Some("") => self.root.clone(),
+            Some(c) => self.root.join(c),
         };
         if !dir.is_dir() {
             return Err(EngineError::InvalidInput {
@@ -130,24 +136,19 @@ impl Engine {
                 message: format!(
                     "{} is not a directory; give a directory that exists (relative to {})",
                     dir.display(),
-                    self.config.root.display()
+                    self.root.display()
                 ),
             });
         }
         // `..` and symlinks are followed before the check, so neither leads out of the root.
         let dir = dir.canonicalize().unwrap_or(dir);
-        let root = self
-            .config
-            .root
-            .canonicalize()
-            .unwrap_or(self.config.root.clone());
-        if !dir.starts_with(&root) {
+        if !dir.starts_with(&self.root) {
             return Err(EngineError::InvalidInput {
                 field: "cwd",
                 message: format!(
                     "{} is outside the server's root {}: start the server with --root above it",
                     dir.display(),
-                    root.display()
+                    self.root.display()
                 ),
             });
         }
@@ -261,7 +262,7 @@ impl Engine {
             &PlanOptions {
                 focus: input.focus,
                 time_budget_s: input.time_budget_s,
-                root: self.config.root.clone(),
+                root: self.root.clone(),
                 program_exists: |p| system_profile_exec::which(p).is_some(),
             },
         );

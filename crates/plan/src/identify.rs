@@ -910,11 +910,20 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
     if let Some(p) = &program_py_arg {
         q.outline.push(p.to_string_lossy().into_owned());
     }
-    let mut answers = match pyhelper::ask(&python, &opts.cwd, &q, opts.helper_timeout).await {
-        Ok(a) => Some(a),
-        Err(e) => {
-            b.evidence(format!("the interpreter could not be asked: {e}"));
-            None
+    // Only focus words (or nothing): no file, module, process or framework to ask Python about.
+    let nothing_to_ask = reading.main.is_none()
+        && reading.frameworks.is_empty()
+        && reading.pids.is_empty()
+        && reading.ports.is_empty();
+    let mut answers = if nothing_to_ask {
+        None
+    } else {
+        match pyhelper::ask(&python, &opts.cwd, &q, opts.helper_timeout).await {
+            Ok(a) => Some(a),
+            Err(e) => {
+                b.evidence(format!("the interpreter could not be asked: {e}"));
+                None
+            }
         }
     };
     // A function named through its module: outline the file the module resolves to.

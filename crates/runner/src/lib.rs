@@ -630,40 +630,55 @@ fn is_python(program: &str) -> bool {
     name.starts_with("python") || name.starts_with("pypy")
 }
 
-async fn cprofile(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+/// A Python command split where a profiler goes in: the interpreter with its own options
+/// (`-u`, `-X dev`, `-W error`), then the script or `-m module` and their arguments.
+fn split_python(input: &RunProfilerInput) -> Result<(Vec<String>, Vec<String>), RunError> {
     let target = command_of(input)?;
-    if !is_python(&target[0]) {
+    let mut pos = 1;
+    while let Some(a) = target.get(pos) {
+        match a.as_str() {
+            "-m" => break,
+            "-X" | "-W" => pos += 2,
+            o if o.starts_with('-') && o != "-c" => pos += 1,
+            _ => break,
+        }
+    }
+    let names_code = target
+        .get(pos)
+        .is_some_and(|a| a != "-c" && (a != "-m" || target.len() > pos + 1));
+    if !is_python(&target[0]) || !names_code {
         return Err(RunError::new(
             RunErrorKind::BadTarget,
             format!(
-                "cprofile runs Python code: the command must start with the interpreter (`python3 script.py`), not `{}`",
-                target[0]
+                "{} runs Python code: the command must start with the interpreter and name a script or module (`python3 script.py [args]`, `python3 -m module [args]`), not `{}`",
+                input.profiler.id(),
+                target.join(" ")
             ),
         ));
     }
+    let rest = target[pos..].to_vec();
+    let mut interpreter = target;
+    interpreter.truncate(pos);
+    Ok((interpreter, rest))
+}
+
+async fn cprofile(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let (mut argv, rest) = split_python(input)?;
+    let python = argv[0].clone();
     let pstats = place.dir.join("cprofile.pstats");
     // The interpreter's own options stay before `-m cProfile`; the script or `-m module` after.
-    let mut argv: Vec<String> = vec![target[0].clone()];
-    let mut rest = target[1..].iter().peekable();
-    while let Some(a) = rest.peek() {
-        if a.starts_with('-') && *a != "-m" && *a != "-c" {
-            argv.push(rest.next().cloned().unwrap_or_default());
-        } else {
-            break;
-        }
-    }
     argv.extend([
         "-m".into(),
         "cProfile".into(),
         "-o".into(),
         pstats.to_string_lossy().into_owned(),
     ]);
-    argv.extend(rest.cloned());
+    argv.extend(rest);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
     let rows = place.dir.join("cprofile.json");
     let convert = CommandSpec::new([
-        target[0].as_str(),
+        python.as_str(),
         "-c",
         PSTATS_TO_JSON,
         &pstats.to_string_lossy(),
@@ -868,7 +883,6 @@ json.dump(result, open(out, "w"))
 "#;
 
 async fn line_profiler(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
-    let target = command_of(input)?;
     let Some(function) = input.options.function.as_deref() else {
         return Err(RunError::new(
             RunErrorKind::BadTarget,
@@ -881,21 +895,12 @@ async fn line_profiler(input: &RunProfilerInput, place: &RunPlace) -> Result<Exe
             format!("options.function {function:?} is not `file.py:qualname`"),
         )
     })?;
-    let script_pos = target
-        .iter()
-        .skip(1)
-        .position(|a| !a.starts_with('-'))
-        .map(|p| p + 1);
-    let (true, Some(script_pos)) = (is_python(&target[0]), script_pos) else {
-        return Err(RunError::new(
-            RunErrorKind::BadTarget,
-            "line_profiler runs a script: the command must be `python3 script.py [args]`",
-        ));
-    };
+    let (interpreter, script) = split_python(input)?;
+    let python = interpreter[0].clone();
     let lprof = place.dir.join("line_profiler.lprof");
     // kernprof profiles every function of the file the function is in (`-p FILE`); the
     // converter keeps the one asked for.
-    let mut argv: Vec<String> = target[..script_pos].to_vec();
+    let mut argv = interpreter;
     argv.extend([
         "-m".into(),
         "kernprof".into(),
@@ -905,19 +910,18 @@ async fn line_profiler(input: &RunProfilerInput, place: &RunPlace) -> Result<Exe
         "-o".into(),
         lprof.to_string_lossy().into_owned(),
     ]);
-    argv.extend(target[script_pos..].iter().cloned());
+    argv.extend(script);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
     if e.stderr_tail.contains("No module named kernprof") {
         e.error = Some(format!(
-            "line_profiler is not installed for {}: {} -m pip install line_profiler",
-            target[0], target[0]
+            "line_profiler is not installed for {python}: {python} -m pip install line_profiler"
         ));
         return Ok(e);
     }
     let rows = place.dir.join("line_profiler.json");
     let convert = CommandSpec::new([
-        target[0].as_str(),
+        python.as_str(),
         "-c",
         LPROF_TO_JSON,
         &lprof.to_string_lossy(),
@@ -1009,22 +1013,10 @@ sys.exit(code)
 "#;
 
 async fn tracemalloc(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
-    let target = command_of(input)?;
-    let script_pos = target
-        .iter()
-        .skip(1)
-        .position(|a| !a.starts_with('-') || a == "-m")
-        .map(|p| p + 1);
-    let (true, Some(pos)) = (is_python(&target[0]), script_pos) else {
-        return Err(RunError::new(
-            RunErrorKind::BadTarget,
-            "tracemalloc runs Python: the command must be `python3 script.py [args]` or `python3 -m module [args]`",
-        ));
-    };
+    let (mut argv, script) = split_python(input)?;
     let report = place.dir.join("tracemalloc.json");
     let depth = input.options.traceback_depth.unwrap_or(1).clamp(1, 256);
     let interval = input.options.interval_s.unwrap_or(0.1).max(0.01);
-    let mut argv: Vec<String> = target[..pos].to_vec();
     argv.extend([
         "-c".into(),
         TRACEMALLOC_RUNNER.into(),
@@ -1032,7 +1024,7 @@ async fn tracemalloc(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
         depth.to_string(),
         format!("{interval}"),
     ]);
-    argv.extend(target[pos..].iter().cloned());
+    argv.extend(script);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
     // The runner's code is long; the record keeps its place, not its text.
@@ -1056,22 +1048,10 @@ async fn tracemalloc(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
 /// `memray run` of a script or module, then `memray stats --json` and a flame graph HTML
 /// (with leaks only when `options.leaks`), all through the target's own interpreter.
 async fn memray(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
-    let target = command_of(input)?;
-    let script_pos = target
-        .iter()
-        .skip(1)
-        .position(|a| !a.starts_with('-') || a == "-m")
-        .map(|p| p + 1);
-    let (true, Some(pos)) = (is_python(&target[0]), script_pos) else {
-        return Err(RunError::new(
-            RunErrorKind::BadTarget,
-            "memray runs Python: the command must be `python3 script.py [args]` or `python3 -m module [args]`",
-        ));
-    };
-    let py = target[0].clone();
+    let (mut argv, script) = split_python(input)?;
+    let py = argv[0].clone();
     let capture = place.dir.join("memray.bin");
     let capture_s = capture.to_string_lossy().into_owned();
-    let mut argv: Vec<String> = target[..pos].to_vec();
     argv.extend([
         "-m".into(),
         "memray".into(),
@@ -1083,7 +1063,7 @@ async fn memray(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution,
         argv.push("--native".into());
     }
     argv.extend(["-o".into(), capture_s.clone()]);
-    argv.extend(target[pos..].iter().cloned());
+    argv.extend(script);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
     if e.stderr_tail.contains("No module named memray") {
@@ -1210,5 +1190,68 @@ pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
                 IMPLEMENTED.iter().map(|m| m.id()).collect::<Vec<_>>().join(", ")
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(argv: &[&str]) -> RunProfilerInput {
+        RunProfilerInput {
+            profiler: Method::Cprofile,
+            target: RunTarget::Command {
+                command: argv.iter().map(|s| s.to_string()).collect(),
+                shell: false,
+            },
+            cwd: None,
+            env: Default::default(),
+            duration_s: None,
+            timeout_s: None,
+            options: Default::default(),
+            label: None,
+            background: false,
+        }
+    }
+
+    #[test]
+    fn python_commands_split_after_the_interpreter_options() {
+        let split = |argv: &[&str]| split_python(&with(argv)).map_err(|e| e.to_string());
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            split(&["python3", "a.py", "-x"]),
+            Ok((v(&["python3"]), v(&["a.py", "-x"])))
+        );
+        assert_eq!(
+            split(&[
+                "/usr/bin/python3.11",
+                "-u",
+                "-X",
+                "dev",
+                "-W",
+                "error",
+                "a.py"
+            ]),
+            Ok((
+                v(&["/usr/bin/python3.11", "-u", "-X", "dev", "-W", "error"]),
+                v(&["a.py"])
+            ))
+        );
+        assert_eq!(
+            split(&["python3", "-O", "-m", "pkg.mod", "--flag"]),
+            Ok((v(&["python3", "-O"]), v(&["-m", "pkg.mod", "--flag"])))
+        );
+        for bad in [
+            &["python3"][..],
+            &["python3", "-c", "pass"],
+            &["python3", "-m"],
+            &["./tool", "a.py"],
+        ] {
+            let err = split(bad).unwrap_err();
+            assert!(
+                err.contains("must start with the interpreter"),
+                "{bad:?}: {err}"
+            );
+        }
     }
 }

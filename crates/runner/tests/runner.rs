@@ -59,6 +59,25 @@ for _ in range(50):
 print("done", t)
 "#;
 
+/// Whether `python` imports `name`; its absence fails the test under CI.
+fn module(python: &str, name: &str) -> bool {
+    let present = Command::new(python)
+        .args(["-c", &format!("import {name}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !present {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is required under CI"
+        );
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("skipping: {name} is not importable by {python}");
+        }
+    }
+    present
+}
+
 fn tool(name: &str) -> bool {
     let present = system_profile_exec::which(name).is_some();
     if !present {
@@ -611,16 +630,7 @@ async fn perf_record_folds_native_stacks_into_hotspots_and_a_flame_graph() {
 #[tokio::test]
 async fn line_profiler_times_each_line_of_the_named_function() {
     let py = python();
-    let has = Command::new(&py)
-        .args(["-c", "import line_profiler"])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !has {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "line_profiler is required under CI"
-        );
+    if !module(&py, "line_profiler") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -715,16 +725,7 @@ async fn tracemalloc_finds_the_site_of_the_peak_and_what_stays() {
 #[tokio::test]
 async fn memray_finds_where_the_bytes_go_and_the_peak() {
     let py = python();
-    let has = Command::new(&py)
-        .args(["-c", "import memray"])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !has {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "memray is required under CI"
-        );
+    if !module(&py, "memray") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

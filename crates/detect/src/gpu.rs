@@ -1,10 +1,10 @@
-//! GPUs through NVML (loaded once per process; a missing library is a reason, not an error),
+//! GPUs through NVML (loaded once per process by `system_profile_sample::nvml`; a missing
+//! library is a reason, not an error),
 //! and the GPU-to-GPU topology: NVML's common ancestors and NVLink remote bus ids, else
 //! `nvidia-smi topo -m` parsed by `system_profile_parse::nvidia_smi_topo`.
 
 use nvml_wrapper::enum_wrappers::device::TopologyLevel;
 use nvml_wrapper::Nvml;
-use std::sync::OnceLock;
 use std::time::Duration;
 use system_profile_exec::{run, which, CommandSpec, RunOptions};
 use system_profile_model::detect::{GpuEnvironment, GpuInfo, NvLinkStatus};
@@ -16,17 +16,8 @@ use system_profile_parse::nvidia_smi_topo;
 /// NVML has at most this many links per device (NVML_NVLINK_MAX_LINKS).
 const MAX_NVLINKS: u32 = 18;
 
-/// NVML, initialised on first use and kept for the life of the process.
-pub fn nvml() -> Result<&'static Nvml, &'static str> {
-    static NVML: OnceLock<Result<Nvml, String>> = OnceLock::new();
-    NVML.get_or_init(|| {
-        Nvml::init().map_err(|e| {
-            format!("NVML could not be loaded ({e}): no NVIDIA driver on this machine, or libnvidia-ml.so.1 is not visible (in a container, run with --gpus all)")
-        })
-    })
-    .as_ref()
-    .map_err(String::as_str)
-}
+/// NVML, loaded once per process (shared with the NVML sampler).
+pub use system_profile_sample::nvml::nvml;
 
 pub struct GpuProbe {
     pub env: GpuEnvironment,

@@ -234,9 +234,13 @@ pub struct ProfilerOptions {
     /// What `nsys profile --trace` records (nsys), e.g. `cuda`, `nvtx`, `osrt`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nsys_trace: Vec<String>,
-    /// Also sample the GPUs while the target runs (measure).
+    /// Sample the GPUs while the target runs (measure): on by default where NVML answers;
+    /// `false` turns it off, `true` makes its absence a warning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<bool>,
+    /// GPU indices to sample (nvml_sampler, measure); empty means every GPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<u32>,
 }
 
 /// torch.profiler's schedule.
@@ -593,6 +597,10 @@ pub struct RunMetrics {
     /// Interval reports (vmstat, iostat, mpstat, pidstat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sysstat: Option<crate::metrics::SysstatReport>,
+    /// GPUs over the run (nvml_sampler, measure on a GPU machine, nvidia_smi_dmon,
+    /// nvidia_smi_query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::metrics::GpuSummary>,
 }
 
 /// One run, as `run_profiler`, `get_run` and `list_runs` return it and the session's

@@ -8,6 +8,7 @@ use system_profile_exec::{run_observed, CommandSpec, ExecError, ExitKind, Outcom
 use system_profile_model::run::{
     Method, ProfilerOptions, RunMetrics, RunProfilerInput, RunStatus, RunTarget,
 };
+use system_profile_sample::nvml::{NvmlSampler, NvmlSamplerConfig};
 use system_profile_sample::sampler::{Sampler, SamplerConfig};
 
 /// Observation window of attach-mode methods when `duration_s` is not given.
@@ -269,11 +270,23 @@ async fn time_v(
         "--".into(),
     ];
     argv.extend(target);
+    // measure samples the GPUs too when NVML is there (unless options.gpu is false).
+    let gpu = if with_sampler && input.options.gpu != Some(false) {
+        Some(NvmlSampler::start(nvml_config(&input.options, place)))
+    } else {
+        None
+    };
     let mut e = launch_sampled(input, place, argv, with_sampler).await?;
-    if with_sampler && input.options.gpu == Some(true) {
-        e.warnings.push(
-            "GPU sampling inside measure needs the NVML sampler, which this build does not have yet: no GPU series in this run".into(),
-        );
+    match gpu {
+        Some(Ok(sampler)) => {
+            e.metrics.gpu = Some(sampler.stop());
+            e.artifacts
+                .extend(file_artifact(place.dir.join("nvml.jsonl"), "nvml_jsonl"));
+        }
+        Some(Err(why)) if input.options.gpu == Some(true) => {
+            e.warnings.push(format!("no GPU series in this run: {why}"))
+        }
+        _ => {}
     }
     let parsed = system_profile_parse::time_v::parse(&read(&report));
     if e.status != RunStatus::TimedOut {
@@ -355,6 +368,70 @@ async fn procfs_sampler(input: &RunProfilerInput, place: &RunPlace) -> Result<Ex
             Ok(e)
         }
     }
+}
+
+/// The NVML sampler's settings from the run's options (default 10 Hz, every GPU).
+fn nvml_config(options: &ProfilerOptions, place: &RunPlace) -> NvmlSamplerConfig {
+    NvmlSamplerConfig {
+        rate_hz: options.rate_hz.unwrap_or(10.0),
+        devices: options.gpus.clone(),
+        jsonl: Some(place.dir.join("nvml.jsonl")),
+        samples_taken: None,
+    }
+}
+
+/// Every GPU through NVML: while a command runs, or for the window beside a PID or the machine.
+async fn nvml_sampler(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let mut config = nvml_config(&input.options, place);
+    config.samples_taken = Some(place.samples_taken.clone());
+    let sampler = NvmlSampler::start(config).map_err(|why| {
+        RunError::new(
+            RunErrorKind::ToolUnavailable,
+            format!("nvml_sampler cannot run here: {why}. Without a GPU, plan CPU methods; nvidia_smi_dmon needs the same driver"),
+        )
+    })?;
+    let jsonl = place.dir.join("nvml.jsonl");
+    let mut e = match &input.target {
+        RunTarget::Command { .. } => {
+            let outcome =
+                launch(input, place, &command_of(input)?, timeout_of(input), |_| {}).await?;
+            let mut e = finish(&outcome, command_of(input)?, place);
+            explain_exit(&mut e);
+            e
+        }
+        RunTarget::Pid { .. } | RunTarget::System { .. } => {
+            let started = Instant::now();
+            tokio::time::sleep(window(input)).await;
+            Execution {
+                status: RunStatus::Completed,
+                argv: Vec::new(),
+                exit_code: None,
+                signal: None,
+                wall_s: started.elapsed().as_secs_f64(),
+                artifacts: Vec::new(),
+                metrics: RunMetrics::default(),
+                stdout_tail: String::new(),
+                stderr_tail: String::new(),
+                warnings: Vec::new(),
+                error: None,
+            }
+        }
+    };
+    let summary = sampler.stop();
+    if let RunTarget::Pid { pid } = &input.target {
+        if !summary
+            .devices
+            .iter()
+            .any(|d| d.processes.iter().any(|p| p.pid == *pid))
+        {
+            e.warnings.push(format!(
+                "PID {pid} held no GPU memory while sampled: the figures are the GPUs', not its own"
+            ));
+        }
+    }
+    e.metrics.gpu = Some(summary);
+    e.artifacts.extend(file_artifact(jsonl, "nvml_jsonl"));
+    Ok(e)
 }
 
 async fn custom(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
@@ -1136,7 +1213,7 @@ async fn memray(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution,
 }
 
 /// The methods this build runs.
-pub const IMPLEMENTED: [Method; 17] = [
+pub const IMPLEMENTED: [Method; 18] = [
     Method::TimeV,
     Method::Measure,
     Method::ProcfsSampler,
@@ -1154,6 +1231,7 @@ pub const IMPLEMENTED: [Method; 17] = [
     Method::LineProfiler,
     Method::Tracemalloc,
     Method::Memray,
+    Method::NvmlSampler,
 ];
 
 /// Run `input` in `place`. The future can be dropped at any point: the run's process group
@@ -1179,6 +1257,7 @@ pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
         Method::LineProfiler => line_profiler(input, place).await,
         Method::Tracemalloc => tracemalloc(input, place).await,
         Method::Memray => memray(input, place).await,
+        Method::NvmlSampler => nvml_sampler(input, place).await,
         Method::Vmstat | Method::Iostat | Method::Mpstat | Method::Pidstat => {
             sysstat(input, place).await
         }

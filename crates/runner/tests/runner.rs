@@ -383,14 +383,65 @@ async fn targets_that_do_not_fit_and_methods_not_built_are_errors_that_say_so() 
     .await
     .unwrap_err();
     assert_eq!(err.kind(), &RunErrorKind::ToolUnavailable);
-    let err = execute(
-        &input(Method::NvmlSampler, RunTarget::System { system: true }),
-        &place(dir.path()),
-    )
-    .await
-    .unwrap_err();
+    let err = execute(&input(Method::Nsys, command(&["true"])), &place(dir.path()))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), &RunErrorKind::NotImplemented);
     assert!(err.to_string().contains("time_v, measure, procfs_sampler"));
+}
+
+/// On a machine with a GPU the NVML sampler reads every GPU over the window and `measure` adds
+/// the GPU series; without one both say why, and `measure` still measures the CPU side.
+#[tokio::test]
+async fn nvml_sampler_reads_the_gpus_or_says_why_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut machine = input(Method::NvmlSampler, RunTarget::System { system: true });
+    machine.duration_s = Some(1.0);
+    let sampled = execute(&machine, &place(&dir.path().join("nvml"))).await;
+    let mut measure = input(Method::Measure, command(&["sleep", "0.3"]));
+    measure.options.gpu = Some(true);
+    let measured = execute(&measure, &place(&dir.path().join("measure")))
+        .await
+        .unwrap();
+    assert_eq!(measured.status, RunStatus::Completed);
+    assert!(measured.metrics.procfs.is_some());
+    match system_profile_sample::nvml::nvml() {
+        Ok(nvml) => {
+            let count = nvml.device_count().unwrap();
+            let e = sampled.unwrap();
+            let gpu = e.metrics.gpu.as_ref().unwrap();
+            assert_eq!(gpu.source, "nvml");
+            assert_eq!(gpu.devices.len() as u32, count);
+            // 10 Hz for a second: about ten ticks per GPU.
+            assert!(gpu.samples >= 5 * u64::from(count), "{gpu:?}");
+            for d in &gpu.devices {
+                let mem = d.series["mem_used_bytes"];
+                assert!(mem.max <= d.mem_total_bytes.unwrap() as f64, "{d:?}");
+                assert!(d.series["sm_util_percent"].max <= 100.0);
+            }
+            let lines = std::fs::read_to_string(dir.path().join("nvml/nvml.jsonl")).unwrap();
+            assert_eq!(lines.lines().count() as u64, gpu.samples);
+            assert!(measured.metrics.gpu.is_some(), "{measured:?}");
+        }
+        Err(reason) => {
+            let err = sampled.unwrap_err();
+            assert_eq!(err.kind(), &RunErrorKind::ToolUnavailable);
+            assert!(
+                err.to_string().contains("NVML could not be loaded"),
+                "{err}"
+            );
+            assert!(reason.contains("--gpus all"));
+            assert!(measured.metrics.gpu.is_none());
+            assert!(
+                measured
+                    .warnings
+                    .iter()
+                    .any(|w| w.starts_with("no GPU series in this run: NVML could not be loaded")),
+                "{:?}",
+                measured.warnings
+            );
+        }
+    }
 }
 
 /// `hot` does ~85% of the work, `cold` the rest.

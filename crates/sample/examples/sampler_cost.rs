@@ -23,6 +23,8 @@ fn main() {
         (100.0, 10, 0),
         (100.0, 10, 9),
         (100.0, 10, 9),
+        (100.0, 1000, 9),
+        (100.0, 1, 9),
         (50.0, 10, 9),
         (10.0, 10, 9),
     ] {
@@ -30,6 +32,8 @@ fn main() {
             "import os, time\nfor _ in range({kids}):\n    if os.fork() == 0:\n        time.sleep(3)\n        os._exit(0)\ntime.sleep(3)\n"
         );
         let mut child = Command::new(&py).args(["-c", &script]).spawn().unwrap();
+        // The tree is in place before the first discovery.
+        std::thread::sleep(std::time::Duration::from_millis(300));
         let s = Sampler::start(
             child.id(),
             SamplerConfig {

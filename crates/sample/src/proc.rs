@@ -44,17 +44,47 @@ pub struct StatFields {
 /// Parse the text of /proc/<pid>/stat; `None` when it is not one.
 pub fn parse_stat(text: &str) -> Option<StatFields> {
     let close = text.rfind(')')?;
-    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
-    // rest[0] is field 3 (state); field N is rest[N - 3].
-    let field = |n: usize| rest.get(n - 3).copied();
+    // Field 3 (state) is the first after the `)`; walk the rest once, without collecting
+    // (this runs for every process on every detail tick of the sampler).
+    let mut rest = text.get(close + 1..)?.split_ascii_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?; // 4
+    let mut rest = rest.skip(9); // 5..=13
+    let utime_ticks = rest.next()?.parse().ok()?; // 14
+    let stime_ticks = rest.next()?.parse().ok()?; // 15
+    let mut rest = rest.skip(4); // 16..=19
+    let threads = rest.next()?.parse().ok()?; // 20
+    let start_ticks = rest.nth(1)?.parse().ok()?; // 22
+    let rss_pages = rest.nth(1)?.parse().ok()?; // 24
     Some(StatFields {
-        state: field(3)?.chars().next()?,
-        ppid: field(4)?.parse().ok()?,
-        utime_ticks: field(14)?.parse().ok()?,
-        stime_ticks: field(15)?.parse().ok()?,
-        threads: field(20)?.parse().ok()?,
-        start_ticks: field(22)?.parse().ok()?,
-        rss_pages: field(24)?.parse().ok()?,
+        state,
+        ppid,
+        utime_ticks,
+        stime_ticks,
+        threads,
+        start_ticks,
+        rss_pages,
+    })
+}
+
+/// The sizes of /proc/<pid>/statm this crate uses, in pages. statm costs a tenth of stat to
+/// read (no thread walk, no formatting of 52 fields), which is why the sampler reads it on
+/// every tick.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StatmFields {
+    /// Total program size (first field), in pages.
+    pub size_pages: u64,
+    /// Resident set (second field), in pages.
+    pub resident_pages: u64,
+}
+
+/// Parse the text of /proc/<pid>/statm; `None` when it is not one. A zombie has no memory
+/// map left and shows all zeros (`size_pages` 0).
+pub fn parse_statm(text: &str) -> Option<StatmFields> {
+    let mut fields = text.split_ascii_whitespace();
+    Some(StatmFields {
+        size_pages: fields.next()?.parse().ok()?,
+        resident_pages: fields.next()?.parse().ok()?,
     })
 }
 
@@ -284,6 +314,18 @@ mod tests {
         assert_eq!(s.rss_pages, 2048);
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_stat("1 (x) S"), None);
+        assert_eq!(
+            parse_statm("5342 1201 806 1 0 364 0\n"),
+            Some(StatmFields {
+                size_pages: 5342,
+                resident_pages: 1201
+            })
+        );
+        assert_eq!(
+            parse_statm("0 0 0 0 0 0 0\n").map(|m| m.size_pages),
+            Some(0)
+        );
+        assert_eq!(parse_statm("x"), None);
     }
 
     #[test]

@@ -1,10 +1,15 @@
 //! The /proc process-tree sampler: a thread that reads, at a fixed rate, each process of a
-//! tree — /proc/<pid>/stat (CPU ticks, threads, RSS pages) every tick, /proc/<pid>/status
-//! (context switches) and /proc/<pid>/io (storage bytes) every `detail_every` ticks — and
-//! finds new children through /proc/<pid>/task/<tid>/children on those ticks too. The stat
-//! files stay open and are re-read from offset 0, which is what keeps 100 Hz cheap.
+//! tree. Every tick it reads /proc/<pid>/statm (the resident set: memory peaks are what a
+//! fast rate is for); every `detail_every` ticks /proc/<pid>/stat (CPU ticks, threads),
+//! /proc/<pid>/status (context switches), /proc/<pid>/io (storage bytes) and the main
+//! thread's children list; once every ten detail ticks every thread's children list. CPU
+//! times tick at USER_HZ (100 per second), so reading them faster than 10 Hz would only
+//! show 0-or-1-tick steps, at ten times the cost of statm. All files stay open and are re-read
+//! from offset 0, which is what keeps 100 Hz cheap. A process is seen to end on the tick it
+//! does (statm goes empty when it becomes a zombie, or unreadable once reaped); its counters
+//! are then read one last time, while it is still a zombie if it is.
 
-use crate::proc::{page_size, parse_stat, read_process, ticks_per_second};
+use crate::proc::{page_size, parse_stat, parse_statm, read_process, ticks_per_second};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -21,7 +26,8 @@ use system_profile_model::metrics::{ProcessUsage, ProcfsSummary};
 pub struct SamplerConfig {
     /// Samples per second (default 100).
     pub rate_hz: f64,
-    /// Context switches, I/O and new children every this many samples (default 10).
+    /// CPU, threads, context switches, I/O and new children every this many samples
+    /// (default 10); the resident set is read on every sample.
     pub detail_every: u32,
     /// Where to write one JSON line per process per sample; `None` keeps only the summary.
     pub jsonl: Option<PathBuf>,
@@ -56,6 +62,7 @@ impl Drop for Sampler {
 /// What is kept of one process between samples.
 struct Tracked {
     stat: File,
+    statm: File,
     /// /proc/<pid>/status, /proc/<pid>/io and the main thread's children list, kept open and
     /// re-read like `stat` (absent when not readable).
     status: Option<File>,
@@ -72,6 +79,7 @@ struct Tracked {
     rss_sum: u128,
     rss_samples: u64,
     threads_peak: u32,
+    threads_last: u32,
     ctx_first: Option<(u64, u64)>,
     ctx_last: Option<(u64, u64)>,
     io_first: Option<(u64, u64)>,
@@ -81,16 +89,19 @@ struct Tracked {
 
 /// voluntary and nonvoluntary context switches from the text of /proc/<pid>/status.
 pub fn parse_ctx_switches(status: &str) -> Option<(u64, u64)> {
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    };
-    Some((
-        field("voluntary_ctxt_switches:")?,
-        field("nonvoluntary_ctxt_switches:")?,
-    ))
+    let (mut voluntary, mut involuntary) = (None, None);
+    // The two lines end the file: scan from the back.
+    for line in status.lines().rev() {
+        if let Some(v) = line.strip_prefix("voluntary_ctxt_switches:") {
+            voluntary = v.trim().parse::<u64>().ok();
+        } else if let Some(v) = line.strip_prefix("nonvoluntary_ctxt_switches:") {
+            involuntary = v.trim().parse::<u64>().ok();
+        }
+        if voluntary.is_some() && involuntary.is_some() {
+            break;
+        }
+    }
+    Some((voluntary?, involuntary?))
 }
 
 /// read_bytes and write_bytes (storage, in bytes) from the text of /proc/<pid>/io.
@@ -103,8 +114,9 @@ pub fn parse_io(io: &str) -> Option<(u64, u64)> {
     Some((field("read_bytes:")?, field("write_bytes:")?))
 }
 
-/// Re-read an open /proc file from its start (procfs regenerates it on each read at 0).
-fn reread(file: &File, buf: &mut Vec<u8>) -> Option<String> {
+/// Re-read an open /proc file from its start (procfs regenerates it on each read at 0) into
+/// `buf`, and return its text.
+fn reread<'b>(file: &File, buf: &'b mut Vec<u8>) -> Option<&'b str> {
     let mut len = 0;
     loop {
         if len == buf.len() {
@@ -116,7 +128,7 @@ fn reread(file: &File, buf: &mut Vec<u8>) -> Option<String> {
             Err(_) => return None,
         }
     }
-    String::from_utf8(buf[..len].to_vec()).ok()
+    std::str::from_utf8(&buf[..len]).ok()
 }
 
 /// The children of `pid`, from every thread's /proc/<pid>/task/<tid>/children.
@@ -138,7 +150,7 @@ fn children(pid: u32) -> Vec<u32> {
 
 /// CPU time this thread has used, in seconds, from clock_gettime(CLOCK_THREAD_CPUTIME_ID)
 /// (the scheduler's nanosecond count; getrusage's is split by tick-sampled ratios).
-fn own_cpu_s() -> f64 {
+pub(crate) fn own_cpu_s() -> f64 {
     // SAFETY: clock_gettime writes the zeroed timespec it is given and has no other effect.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
@@ -146,6 +158,77 @@ fn own_cpu_s() -> f64 {
         return 0.0;
     }
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+impl Tracked {
+    /// The resident set now, in bytes, from /proc/<pid>/statm; `None` once the process has
+    /// ended (reaped, or a zombie without a memory map).
+    fn rss_bytes(&self, buf: &mut [u8], page: u64) -> Option<u64> {
+        let n = self.statm.read_at(buf, 0).ok()?;
+        let m = std::str::from_utf8(&buf[..n]).ok().and_then(parse_statm)?;
+        (m.size_pages > 0).then_some(m.resident_pages * page)
+    }
+
+    /// CPU ticks, threads and the resident set (bytes) from /proc/<pid>/stat, context
+    /// switches from status and bytes from io; the resident set, or `None` when the process
+    /// has ended (a zombie's counters are still taken: they are its final ones).
+    fn read_counters(
+        &mut self,
+        buf: &mut [u8],
+        text_buf: &mut Vec<u8>,
+        now_s: f64,
+        page: u64,
+    ) -> Option<u64> {
+        let n = self.stat.read_at(buf, 0).unwrap_or(0);
+        let stat = std::str::from_utf8(&buf[..n]).ok().and_then(parse_stat)?;
+        self.last_seen_s = now_s;
+        self.last_ticks = (stat.utime_ticks, stat.stime_ticks);
+        self.threads_peak = self.threads_peak.max(stat.threads);
+        self.threads_last = stat.threads;
+        if let Some(c) = self
+            .status
+            .as_ref()
+            .and_then(|f| reread(f, text_buf))
+            .and_then(parse_ctx_switches)
+        {
+            self.ctx_first.get_or_insert(c);
+            self.ctx_last = Some(c);
+        }
+        if let Some(io) = self
+            .io
+            .as_ref()
+            .and_then(|f| reread(f, text_buf))
+            .and_then(parse_io)
+        {
+            self.io_first.get_or_insert(io);
+            self.io_last = Some(io);
+        }
+        (stat.state != 'Z' && stat.state != 'X').then_some(stat.rss_pages * page)
+    }
+
+    /// One line of the timeline: the resident set on every tick, the counters on the ticks
+    /// that read them.
+    fn jsonl_line(&self, now_s: f64, pid: u32, rss: u64, detail: bool, ticks: f64) -> String {
+        let mut line = format!("{{\"t_s\":{now_s:.4},\"pid\":{pid},\"rss_bytes\":{rss}");
+        if detail {
+            line.push_str(&format!(
+                ",\"cpu_user_s\":{:.2},\"cpu_sys_s\":{:.2},\"threads\":{}",
+                self.last_ticks.0 as f64 / ticks,
+                self.last_ticks.1 as f64 / ticks,
+                self.threads_last
+            ));
+            if let Some((v, i)) = self.ctx_last {
+                line.push_str(&format!(
+                    ",\"voluntary_ctx_switches\":{v},\"involuntary_ctx_switches\":{i}"
+                ));
+            }
+            if let Some((r, w)) = self.io_last {
+                line.push_str(&format!(",\"read_bytes\":{r},\"write_bytes\":{w}"));
+            }
+        }
+        line.push_str("}\n");
+        line
+    }
 }
 
 impl Sampler {
@@ -187,10 +270,10 @@ fn track(pid: u32, now_s: f64, born_after_ticks: u64) -> Option<Tracked> {
     } else {
         (snap.utime_ticks, snap.stime_ticks)
     };
-    let stat = File::open(format!("/proc/{pid}/stat")).ok()?;
     let open = |name: &str| File::open(format!("/proc/{pid}/{name}")).ok();
     Some(Tracked {
-        stat,
+        stat: open("stat")?,
+        statm: open("statm")?,
         status: open("status"),
         io: open("io"),
         children: open(&format!("task/{pid}/children")),
@@ -205,6 +288,7 @@ fn track(pid: u32, now_s: f64, born_after_ticks: u64) -> Option<Tracked> {
         rss_sum: 0,
         rss_samples: 0,
         threads_peak: snap.threads,
+        threads_last: snap.threads,
         ctx_first: None,
         ctx_last: None,
         io_first: None,
@@ -258,10 +342,11 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
                         None => continue,
                     }
                 }
-                let main_thread_children = tracked
-                    .get(&pid)
-                    .and_then(|t| t.children.as_ref())
-                    .and_then(|f| reread(f, &mut text_buf));
+                let Some(t) = tracked.get(&pid).filter(|t| !t.exited) else {
+                    continue;
+                };
+                let main_thread_children =
+                    t.children.as_ref().and_then(|f| reread(f, &mut text_buf));
                 match (full_scan, main_thread_children) {
                     (false, Some(list)) => frontier.extend(
                         list.split_whitespace()
@@ -274,61 +359,28 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
         let mut rss_total = 0;
         let mut alive = 0;
         for (pid, t) in tracked.iter_mut().filter(|(_, t)| !t.exited) {
-            let n = t.stat.read_at(&mut buf, 0).unwrap_or(0);
-            let Some(stat) = std::str::from_utf8(&buf[..n]).ok().and_then(parse_stat) else {
+            // Detail ticks take the resident set from stat, which they read anyway.
+            let rss = if detail {
+                t.read_counters(&mut buf, &mut text_buf, now_s, page)
+            } else {
+                t.rss_bytes(&mut buf, page).or_else(|| {
+                    // It ended since the last tick: a last look at its counters, final if it
+                    // is still a zombie.
+                    t.read_counters(&mut buf, &mut text_buf, now_s, page);
+                    None
+                })
+            };
+            let Some(rss) = rss else {
                 t.exited = true;
                 continue;
             };
-            if stat.state == 'Z' || stat.state == 'X' {
-                t.exited = true;
-                continue;
-            }
             alive += 1;
-            let rss = stat.rss_pages * page;
-            t.last_seen_s = now_s;
-            t.last_ticks = (stat.utime_ticks, stat.stime_ticks);
             t.rss_peak = t.rss_peak.max(rss);
             t.rss_sum += u128::from(rss);
             t.rss_samples += 1;
-            t.threads_peak = t.threads_peak.max(stat.threads);
             rss_total += rss;
-            if detail {
-                if let Some(c) = t
-                    .status
-                    .as_ref()
-                    .and_then(|f| reread(f, &mut text_buf))
-                    .and_then(|s| parse_ctx_switches(&s))
-                {
-                    t.ctx_first.get_or_insert(c);
-                    t.ctx_last = Some(c);
-                }
-                if let Some(io) =
-                    t.io.as_ref()
-                        .and_then(|f| reread(f, &mut text_buf))
-                        .and_then(|s| parse_io(&s))
-                {
-                    t.io_first.get_or_insert(io);
-                    t.io_last = Some(io);
-                }
-            }
             if let Some(w) = out.as_mut() {
-                let mut line = format!(
-                    "{{\"t_s\":{now_s:.4},\"pid\":{pid},\"cpu_user_s\":{:.3},\"cpu_sys_s\":{:.3},\"rss_bytes\":{rss},\"threads\":{}",
-                    stat.utime_ticks as f64 / ticks,
-                    stat.stime_ticks as f64 / ticks,
-                    stat.threads
-                );
-                if detail {
-                    if let Some((v, i)) = t.ctx_last {
-                        line.push_str(&format!(
-                            ",\"voluntary_ctx_switches\":{v},\"involuntary_ctx_switches\":{i}"
-                        ));
-                    }
-                    if let Some((r, wr)) = t.io_last {
-                        line.push_str(&format!(",\"read_bytes\":{r},\"write_bytes\":{wr}"));
-                    }
-                }
-                line.push_str("}\n");
+                let line = t.jsonl_line(now_s, *pid, rss, detail, ticks);
                 if w.write_all(line.as_bytes()).is_err() {
                     out = None;
                 }

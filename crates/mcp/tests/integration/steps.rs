@@ -285,14 +285,14 @@ fn run_errors_say_what_to_do() {
         &mut s,
         1,
         "run_profiler",
-        json!({"profiler":"nvml_sampler","target":{"system":true}}),
+        json!({"profiler":"nsys","target":{"command":["true"]}}),
     );
     assert_eq!(r["result"]["isError"], true, "{r}");
     assert!(
         r["result"]["content"][0]["text"]
             .as_str()
             .unwrap()
-            .contains("cannot run `nvml_sampler` in this build yet"),
+            .contains("cannot run `nsys` in this build yet"),
         "{r}"
     );
     let r = call(

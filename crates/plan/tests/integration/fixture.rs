@@ -255,6 +255,18 @@ pub fn fixture() -> &'static Fixture {
             FAKE_VLLM_SERVER,
         );
 
+        // The fake vLLM of a test process that just ended may still be shutting down: one
+        // instance at a time, or "vllm serving" becomes a question.
+        let started = Instant::now();
+        while system_profile_sample::proc::list_processes().iter().any(|p| {
+            p.cmdline.iter().any(|a| a == "vllm.entrypoints.openai.api_server")
+        }) {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "another fake vLLM is still running"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let me = std::process::id();
         let service = format!("spfsvc{me}");
         let dup = format!("spfdup{me}");

@@ -101,6 +101,18 @@ fn follows_a_forking_tree_and_agrees_with_its_own_accounting() {
     let first: serde_json::Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
     assert_eq!(first["pid"], child.id());
     assert!(lines.lines().count() as u64 >= s.samples);
+    // The resident set on every line; CPU time and threads on one tick in ten.
+    let rows: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(rows.iter().all(|r| r["rss_bytes"].as_u64().is_some()));
+    let with_cpu = rows.iter().filter(|r| r["cpu_user_s"].is_number()).count();
+    assert!(
+        with_cpu * 6 < rows.len() && with_cpu * 20 > rows.len(),
+        "{with_cpu} of {} lines carry CPU time",
+        rows.len()
+    );
 }
 
 #[test]

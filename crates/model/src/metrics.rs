@@ -484,3 +484,45 @@ pub struct GpuSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampler_cpu_s: Option<f64>,
 }
+
+/// What a reading source says of a device besides its numbers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GpuDeviceFacts {
+    pub gpu: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_total_bytes: Option<u64>,
+}
+
+/// A process seen on a GPU at one reading.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GpuProcessReading {
+    /// The device index, when the source gives it or it could be matched by UUID / bus id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_uuid: Option<String>,
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_memory_bytes: Option<u64>,
+}
+
+/// Everything a GPU tool's output said: readings over time, device facts, processes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GpuReadings {
+    pub samples: Vec<GpuSample>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<GpuDeviceFacts>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<GpuProcessReading>,
+    /// Columns the output had that no `GpuSample` field holds (dmon `enc`, `dec`, `jpg`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_columns: Vec<String>,
+}

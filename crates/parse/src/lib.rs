@@ -6,6 +6,8 @@ pub mod cprofile_json;
 pub mod folded;
 pub mod line_profile;
 pub mod memray_stats;
+pub mod nvidia_smi_dmon;
+pub mod nvidia_smi_query;
 pub mod nvidia_smi_topo;
 pub mod perf_stat;
 pub mod py_spy_dump;

@@ -330,3 +330,105 @@ fn memray_stats_fixtures() {
     assert_eq!(m.allocator_distribution["CALLOC"], 50_028);
     assert_eq!(m.python_allocator.as_deref(), Some("pymalloc"));
 }
+
+#[test]
+fn dmon_fixtures_read_every_row() {
+    use system_profile_parse::nvidia_smi_dmon;
+    let cases = cases("nvidia_smi_dmon");
+    assert_eq!(cases.len(), 3);
+    for case in &cases {
+        assert!(data_dir("nvidia_smi_dmon")
+            .join(format!("{case}.source.md"))
+            .exists());
+        let p = nvidia_smi_dmon::parse(&fixture("nvidia_smi_dmon", case), 1.0);
+        assert!(p.diagnostics.is_empty(), "{case}: {:?}", p.diagnostics);
+        insta::with_settings!({snapshot_suffix => case.clone()}, {
+            insta::assert_json_snapshot!("nvidia_smi_dmon", p.value);
+        });
+    }
+    // 8 V100s, three rounds: the index repeating starts a new second.
+    let v100 = nvidia_smi_dmon::parse(
+        &fixture("nvidia_smi_dmon", "v100-pcie-8gpu-default-cols"),
+        1.0,
+    )
+    .value;
+    assert_eq!(v100.samples.len(), 24);
+    assert_eq!(v100.samples[8].t_s, 1.0);
+    assert_eq!(v100.samples[23].t_s, 2.0);
+    let gpu2 = v100.samples.iter().find(|s| s.gpu == 2).unwrap();
+    assert_eq!(
+        (gpu2.power_w, gpu2.sm_clock_mhz, gpu2.mem_clock_mhz),
+        (Some(35.0), Some(1230.0), Some(877.0))
+    );
+    assert_eq!(v100.other_columns, ["mtemp", "enc", "dec"]);
+    // The H200 under gpu-burn: SM busy all the time, 628-632 W.
+    let h200 = nvidia_smi_dmon::parse(&fixture("nvidia_smi_dmon", "h200-drv590-load"), 1.0).value;
+    assert_eq!(h200.samples.len(), 5);
+    assert!(h200
+        .samples
+        .iter()
+        .all(|s| s.sm_util_percent == Some(100.0)));
+    let watts: Vec<f64> = h200.samples.iter().filter_map(|s| s.power_w).collect();
+    assert_eq!(watts, [630.0, 628.0, 629.0, 632.0, 630.0]);
+}
+
+#[test]
+fn query_csv_joins_processes_to_their_gpu() {
+    use system_profile_model::metrics::GpuReadings;
+    use system_profile_parse::nvidia_smi_query;
+    for gpu in ["h100", "h200"] {
+        let mut r = GpuReadings::default();
+        let d = nvidia_smi_query::add(
+            &mut r,
+            &fixture(
+                "nvidia_smi_query",
+                &format!("{gpu}-drv590-load-query-gpu-allfields"),
+            ),
+        );
+        assert!(d.is_empty(), "{gpu}: {d:?}");
+        let d = nvidia_smi_query::add(
+            &mut r,
+            &fixture(
+                "nvidia_smi_query",
+                &format!("{gpu}-drv590-load-query-compute-apps"),
+            ),
+        );
+        assert!(d.is_empty(), "{gpu}: {d:?}");
+        assert_eq!(r.samples.len(), 1);
+        assert_eq!(r.processes.len(), 3);
+        assert!(r.processes.iter().all(|p| p.gpu == Some(0)), "{gpu}");
+        insta::with_settings!({snapshot_suffix => gpu}, {
+            insta::assert_json_snapshot!("nvidia_smi_query", r);
+        });
+    }
+    let mut r = GpuReadings::default();
+    nvidia_smi_query::add(
+        &mut r,
+        &fixture("nvidia_smi_query", "h200-drv590-load-query-gpu-allfields"),
+    );
+    nvidia_smi_query::add(
+        &mut r,
+        &fixture("nvidia_smi_query", "h200-drv590-load-query-compute-apps"),
+    );
+    let s = &r.samples[0];
+    const MIB: u64 = 1024 * 1024;
+    assert_eq!(s.sm_util_percent, Some(100.0));
+    assert_eq!(s.mem_used_bytes, Some(32362 * MIB));
+    assert_eq!(r.devices[0].mem_total_bytes, Some(143771 * MIB));
+    assert_eq!(
+        (s.power_w, s.sm_clock_mhz, s.mem_clock_mhz, s.temperature_c),
+        (Some(627.4), Some(1980.0), Some(3201.0), Some(52.0))
+    );
+    // The processes hold all but 20 MiB of what the GPU says is used (the driver's own).
+    let held: u64 = r.processes.iter().filter_map(|p| p.used_memory_bytes).sum();
+    assert_eq!(s.mem_used_bytes.unwrap() - held, 20 * MIB);
+    let burn = r
+        .processes
+        .iter()
+        .find(|p| p.name.as_deref() == Some("./gpu_burn"))
+        .unwrap();
+    assert_eq!(
+        (burn.pid, burn.used_memory_bytes),
+        (10309, Some(28234 * MIB))
+    );
+}

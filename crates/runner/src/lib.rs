@@ -4,10 +4,13 @@
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use system_profile_exec::{run_observed, CommandSpec, ExecError, ExitKind, Outcome, RunOptions};
+use system_profile_exec::{
+    run, run_observed, CommandSpec, ExecError, ExitKind, Outcome, RunOptions,
+};
 use system_profile_model::run::{
     Method, ProfilerOptions, RunMetrics, RunProfilerInput, RunStatus, RunTarget,
 };
+use system_profile_sample::gpu::GpuSeries;
 use system_profile_sample::nvml::{NvmlSampler, NvmlSamplerConfig};
 use system_profile_sample::sampler::{Sampler, SamplerConfig};
 
@@ -431,6 +434,191 @@ async fn nvml_sampler(input: &RunProfilerInput, place: &RunPlace) -> Result<Exec
     }
     e.metrics.gpu = Some(summary);
     e.artifacts.extend(file_artifact(jsonl, "nvml_jsonl"));
+    Ok(e)
+}
+
+/// The --query-gpu fields asked for by default: enough for every `GpuSample` field it has.
+const QUERY_GPU_FIELDS: &str = "timestamp,index,name,uuid,pci.bus_id,utilization.gpu,utilization.memory,memory.used,memory.total,power.draw,clocks.sm,clocks.mem,temperature.gpu";
+
+/// `nvidia-smi dmon` or `nvidia-smi --query-gpu` every `interval_s` (whole seconds): beside a
+/// command until it ends, or for the window beside a PID or the machine. The output is parsed
+/// into the same `GpuSummary` as the NVML sampler's.
+async fn nvidia_smi(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let method = input.profiler;
+    let interval = input.options.interval_s.unwrap_or(1.0).round().max(1.0);
+    let window_s = window(input).as_secs_f64();
+    let (file, mut argv): (&str, Vec<String>) = if method == Method::NvidiaSmiDmon {
+        let columns = input
+            .options
+            .dmon_columns
+            .clone()
+            .unwrap_or_else(|| "pucmt".into());
+        if columns.is_empty() || !columns.chars().all(|c| "pucvmetd".contains(c)) {
+            return Err(RunError::new(
+                RunErrorKind::BadTarget,
+                format!("options.dmon_columns {columns:?}: use the letters of `nvidia-smi dmon -s` (p u c v m e t d)"),
+            ));
+        }
+        (
+            "dmon.txt",
+            vec![
+                "nvidia-smi".into(),
+                "dmon".into(),
+                "-s".into(),
+                columns,
+                "-d".into(),
+                format!("{interval}"),
+                "-o".into(),
+                "T".into(),
+            ],
+        )
+    } else {
+        let mut fields: Vec<String> = if input.options.query_fields.is_empty() {
+            QUERY_GPU_FIELDS.split(',').map(String::from).collect()
+        } else {
+            input.options.query_fields.clone()
+        };
+        // Rows are told apart and placed in time by these two.
+        for needed in ["index", "timestamp"] {
+            if !fields.iter().any(|f| f == needed) {
+                fields.insert(0, needed.into());
+            }
+        }
+        (
+            "nvidia-smi-query.csv",
+            vec![
+                "nvidia-smi".into(),
+                format!("--query-gpu={}", fields.join(",")),
+                "--format=csv".into(),
+                "-l".into(),
+                format!("{interval}"),
+            ],
+        )
+    };
+    let out_path = place.dir.join(file);
+    let mut smi_spec = CommandSpec::new(argv.iter().map(String::as_str)).cwd(&place.cwd);
+    for (k, v) in &input.env {
+        smi_spec = smi_spec.env(k, v);
+    }
+    let smi_opts = |limit: Option<Duration>| RunOptions {
+        timeout: limit,
+        stdout_path: Some(out_path.clone()),
+        stderr_path: Some(place.dir.join("nvidia-smi.stderr.txt")),
+        ..Default::default()
+    };
+    let mut e = match &input.target {
+        RunTarget::Command { .. } => {
+            let command = command_of(input)?;
+            // nvidia-smi's run is dropped at the end of this block, which kills it: the
+            // command is over.
+            let (outcome, smi_ended) = {
+                let opts = smi_opts(timeout_of(input));
+                let smi = run(&smi_spec, &opts);
+                tokio::pin!(smi);
+                let target = launch(input, place, &command, timeout_of(input), |_| {});
+                tokio::pin!(target);
+                let mut smi_ended: Option<Result<Outcome, ExecError>> = None;
+                let outcome = loop {
+                    tokio::select! {
+                        out = &mut target => break out?,
+                        r = &mut smi, if smi_ended.is_none() => smi_ended = Some(r),
+                    }
+                };
+                (outcome, smi_ended)
+            };
+            if let Some(Err(err)) = smi_ended {
+                return Err(err.into());
+            }
+            let mut e = finish(&outcome, command, place);
+            explain_exit(&mut e);
+            e
+        }
+        RunTarget::Pid { .. } | RunTarget::System { .. } => {
+            if method == Method::NvidiaSmiDmon {
+                let count = (window_s / interval).ceil().max(1.0) as u64;
+                argv.extend(["-c".into(), count.to_string()]);
+                smi_spec = CommandSpec::new(argv.iter().map(String::as_str)).cwd(&place.cwd);
+                for (k, v) in &input.env {
+                    smi_spec = smi_spec.env(k, v);
+                }
+            }
+            let started = Instant::now();
+            // The query loops until stopped: the window is its limit.
+            let limit = Duration::from_secs_f64(window_s + interval + 5.0);
+            let limit = if method == Method::NvidiaSmiDmon {
+                limit
+            } else {
+                window(input)
+            };
+            let outcome = run(&smi_spec, &smi_opts(Some(limit))).await?;
+            let ended_by_window =
+                matches!(outcome.exit, ExitKind::TimedOut) && method != Method::NvidiaSmiDmon;
+            if !outcome.exit.success() && !ended_by_window {
+                return Err(RunError::new(
+                    RunErrorKind::ToolUnavailable,
+                    format!(
+                        "nvidia-smi failed ({:?}): {}",
+                        outcome.exit,
+                        outcome
+                            .stdout
+                            .text()
+                            .lines()
+                            .chain(outcome.stderr.text().lines())
+                            .find(|l| !l.trim().is_empty())
+                            .unwrap_or("no output")
+                            .trim()
+                    ),
+                ));
+            }
+            Execution {
+                status: RunStatus::Completed,
+                argv: argv.clone(),
+                exit_code: None,
+                signal: None,
+                wall_s: started.elapsed().as_secs_f64(),
+                artifacts: Vec::new(),
+                metrics: RunMetrics::default(),
+                stdout_tail: String::new(),
+                stderr_tail: String::new(),
+                warnings: Vec::new(),
+                error: None,
+            }
+        }
+    };
+    let text = read(&out_path);
+    let mut readings = system_profile_model::metrics::GpuReadings::default();
+    let diagnostics = if method == Method::NvidiaSmiDmon {
+        let parsed = system_profile_parse::nvidia_smi_dmon::parse(&text, interval);
+        readings = parsed.value;
+        parsed.diagnostics
+    } else {
+        system_profile_parse::nvidia_smi_query::add(&mut readings, &text)
+    };
+    e.warnings.extend(
+        diagnostics
+            .iter()
+            .map(|d| format!("{}: {}", method.id(), d.message)),
+    );
+    let source = if method == Method::NvidiaSmiDmon {
+        "nvidia-smi dmon"
+    } else {
+        "nvidia-smi query"
+    };
+    let wall_s = readings.samples.iter().map(|s| s.t_s).fold(0.0, f64::max) + interval;
+    let mut summary =
+        GpuSeries::from_readings(&readings).summary(source, wall_s, Some(1.0 / interval));
+    if readings.samples.is_empty() {
+        summary.rate_hz_achieved = None;
+    }
+    e.metrics.gpu = Some(summary);
+    e.artifacts.extend(file_artifact(
+        out_path,
+        if method == Method::NvidiaSmiDmon {
+            "dmon"
+        } else {
+            "nvidia_smi_query_csv"
+        },
+    ));
     Ok(e)
 }
 
@@ -1213,7 +1401,7 @@ async fn memray(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution,
 }
 
 /// The methods this build runs.
-pub const IMPLEMENTED: [Method; 18] = [
+pub const IMPLEMENTED: [Method; 20] = [
     Method::TimeV,
     Method::Measure,
     Method::ProcfsSampler,
@@ -1232,6 +1420,8 @@ pub const IMPLEMENTED: [Method; 18] = [
     Method::Tracemalloc,
     Method::Memray,
     Method::NvmlSampler,
+    Method::NvidiaSmiDmon,
+    Method::NvidiaSmiQuery,
 ];
 
 /// Run `input` in `place`. The future can be dropped at any point: the run's process group
@@ -1258,6 +1448,7 @@ pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
         Method::Tracemalloc => tracemalloc(input, place).await,
         Method::Memray => memray(input, place).await,
         Method::NvmlSampler => nvml_sampler(input, place).await,
+        Method::NvidiaSmiDmon | Method::NvidiaSmiQuery => nvidia_smi(input, place).await,
         Method::Vmstat | Method::Iostat | Method::Mpstat | Method::Pidstat => {
             sysstat(input, place).await
         }

@@ -811,3 +811,81 @@ async fn memray_finds_where_the_bytes_go_and_the_peak() {
         );
     }
 }
+
+/// A stand-in `nvidia-smi` that prints what a real one printed on an H200 under load
+/// (tests/data of the parse crate) and records its arguments; `dmon -c` ends by itself, the
+/// query loop runs until stopped, like the real ones.
+fn fake_nvidia_smi(dir: &Path) -> String {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../parse/tests/data");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\necho \"$@\" >> {argv}\ncase \"$1\" in\n  dmon) cat {data}/nvidia_smi_dmon/h200-drv590-load.txt\n        case \"$*\" in *-c*) exit 0;; esac;;\n  *) cat {data}/nvidia_smi_query/h200-drv590-load-query-gpu-allfields.txt;;\nesac\nexec sleep 30\n",
+        argv = dir.join("argv.txt").display(),
+    );
+    let path = bin.join("nvidia-smi");
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
+#[tokio::test]
+async fn nvidia_smi_dmon_and_query_beside_the_machine_and_a_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fake_nvidia_smi(dir.path());
+    let mut dmon = input(Method::NvidiaSmiDmon, RunTarget::System { system: true });
+    dmon.duration_s = Some(2.0);
+    dmon.env.insert("PATH".into(), path.clone());
+    let e = execute(&dmon, &place(&dir.path().join("dmon")))
+        .await
+        .unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    let g = e.metrics.gpu.as_ref().unwrap();
+    assert_eq!(g.source, "nvidia-smi dmon");
+    assert_eq!(g.samples, 5);
+    let d = &g.devices[0];
+    assert_eq!(d.series["sm_util_percent"].p50, 100.0);
+    assert!((d.series["power_w"].mean - 629.8).abs() < 1e-9, "{d:?}");
+    assert_eq!(d.series["power_w"].max, 632.0);
+    let argv = std::fs::read_to_string(dir.path().join("argv.txt")).unwrap();
+    assert_eq!(argv.lines().next(), Some("dmon -s pucmt -d 1 -o T -c 2"));
+
+    // The query beside a command: it runs as long as the command does, then is stopped.
+    let mut query = input(Method::NvidiaSmiQuery, command(&["sleep", "0.5"]));
+    query.env.insert("PATH".into(), path);
+    let started = Instant::now();
+    let e = execute(&query, &place(&dir.path().join("query")))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the query loop was stopped"
+    );
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    let g = e.metrics.gpu.as_ref().unwrap();
+    assert_eq!(g.source, "nvidia-smi query");
+    let d = &g.devices[0];
+    assert_eq!(d.name.as_deref(), Some("NVIDIA H200"));
+    assert_eq!(
+        d.series["mem_used_bytes"].max,
+        (32362u64 * 1024 * 1024) as f64
+    );
+    let argv = std::fs::read_to_string(dir.path().join("argv.txt")).unwrap();
+    assert!(
+        argv.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("--query-gpu=timestamp,index,"),
+        "{argv}"
+    );
+    let kinds: Vec<&str> = e.artifacts.iter().map(|a| a.kind).collect();
+    assert!(kinds.contains(&"nvidia_smi_query_csv"), "{kinds:?}");
+    // No nvidia-smi at all: an error that says so.
+    let mut none = input(Method::NvidiaSmiDmon, RunTarget::System { system: true });
+    none.env.insert("PATH".into(), "/nonexistent".into());
+    let err = execute(&none, &place(&dir.path().join("none")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), &RunErrorKind::ToolUnavailable, "{err}");
+}

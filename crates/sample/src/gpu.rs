@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 use system_profile_model::metrics::{
-    GpuBalance, GpuDeviceSummary, GpuProcessMemory, GpuSample, GpuSummary, SeriesStats,
+    GpuBalance, GpuDeviceFacts, GpuDeviceSummary, GpuProcessMemory, GpuReadings, GpuSample,
+    GpuSummary, SeriesStats,
 };
 
 /// Values kept per quantity for the percentiles; past this a uniform reservoir stands in for
@@ -74,17 +75,9 @@ impl Running {
     }
 }
 
-/// What is known of a device besides its readings.
-#[derive(Debug, Clone, Default)]
-pub struct DeviceFacts {
-    pub name: Option<String>,
-    pub uuid: Option<String>,
-    pub mem_total_bytes: Option<u64>,
-}
-
 #[derive(Debug, Default)]
 struct Device {
-    facts: DeviceFacts,
+    facts: GpuDeviceFacts,
     series: BTreeMap<&'static str, Running>,
     /// pid → (name, peak bytes)
     processes: BTreeMap<u32, (Option<String>, u64)>,
@@ -102,9 +95,27 @@ impl GpuSeries {
         GpuSeries::default()
     }
 
-    /// Name, UUID and memory size of device `gpu`, for the summary.
-    pub fn set_facts(&mut self, gpu: u32, facts: DeviceFacts) {
+    /// Name, UUID and memory size of a device, for the summary.
+    pub fn set_facts(&mut self, facts: GpuDeviceFacts) {
+        let gpu = facts.gpu;
         self.devices.entry(gpu).or_default().facts = facts;
+    }
+
+    /// Everything a tool's output said (nvidia-smi dmon or query).
+    pub fn from_readings(readings: &GpuReadings) -> GpuSeries {
+        let mut series = GpuSeries::new();
+        for f in &readings.devices {
+            series.set_facts(f.clone());
+        }
+        for s in &readings.samples {
+            series.add(s);
+        }
+        for p in &readings.processes {
+            if let (Some(gpu), Some(bytes)) = (p.gpu, p.used_memory_bytes) {
+                series.add_process(gpu, p.pid, p.name.clone(), bytes);
+            }
+        }
+        series
     }
 
     pub fn add(&mut self, s: &GpuSample) {

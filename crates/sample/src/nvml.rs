@@ -16,7 +16,7 @@
 //!
 //! A quantity the device does not support is asked once and then left out.
 
-use crate::gpu::{DeviceFacts, GpuSeries};
+use crate::gpu::GpuSeries;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use system_profile_model::metrics::{GpuSample, GpuSummary};
+use system_profile_model::metrics::{GpuDeviceFacts, GpuSample, GpuSummary};
 
 /// NVML, initialised on first use and kept for the life of the process; the error says why
 /// it cannot be had and what to do.
@@ -215,14 +215,13 @@ fn sample_loop(
         let Ok(device) = nvml.device_by_index(index) else {
             continue;
         };
-        series.set_facts(
-            index,
-            DeviceFacts {
-                name: device.name().ok(),
-                uuid: device.uuid().ok(),
-                mem_total_bytes: device.memory_info().ok().map(|m| m.total),
-            },
-        );
+        series.set_facts(GpuDeviceFacts {
+            gpu: index,
+            name: device.name().ok(),
+            uuid: device.uuid().ok(),
+            pci_bus_id: device.pci_info().ok().map(|p| p.bus_id),
+            mem_total_bytes: device.memory_info().ok().map(|m| m.total),
+        });
         readers.push(Reader {
             index,
             device,

@@ -462,7 +462,7 @@ const SPECS: [MethodSpec; 26] = [
     spec!(NcclDebug, tool: Some("nccl"), modes: &[Launch], python_only: false, gpu: true, torch: false, function: false,
         families: &[F::NcclCollectives, F::Topology, F::PeerTransfers], overhead: Low,
         "a few % with INIT; COLL logs every collective and costs more",
-        artifacts: &["nccl.log"], metrics: &["ranks", "transports", "rings", "trees", "collectives_by_op", "message_size_distribution"]),
+        artifacts: &["nccl.<host>.<pid>.log"], metrics: &["ranks", "transports", "rings", "trees", "collectives_by_op", "message_size_distribution"]),
 ];
 
 impl Method {
@@ -601,6 +601,9 @@ pub struct RunMetrics {
     /// nvidia_smi_query).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<crate::metrics::GpuSummary>,
+    /// What NCCL said of its communicators, transports and collectives (nccl_debug).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<crate::metrics::NcclReport>,
 }
 
 /// One run, as `run_profiler`, `get_run` and `list_runs` return it and the session's

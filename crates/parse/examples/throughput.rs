@@ -79,4 +79,35 @@ fn main() {
     measure("vmstat", &grow(&head, &rows, bytes), |s| {
         sysstat::vmstat(s).value.series.len()
     });
+
+    let d = fixture("nvidia_smi_dmon", "v100-pcie-8gpu-default-cols");
+    let lines: Vec<&str> = d.lines().collect();
+    let head = lines[..2].join("\n") + "\n";
+    let rows = lines[2..].join("\n") + "\n";
+    measure("nvidia_smi_dmon", &grow(&head, &rows, bytes), |s| {
+        system_profile_parse::nvidia_smi_dmon::parse(s, 1.0)
+            .value
+            .samples
+            .len()
+    });
+    let q = fixture("nvidia_smi_query", "h200-drv590-load-query-gpu-allfields");
+    let lines: Vec<&str> = q.lines().collect();
+    let head = lines[0].to_string() + "\n";
+    let rows = lines[1].to_string() + "\n";
+    measure(
+        "nvidia_smi_query (212 fields)",
+        &grow(&head, &rows, bytes),
+        |s| {
+            let mut r = system_profile_model::metrics::GpuReadings::default();
+            system_profile_parse::nvidia_smi_query::add(&mut r, s);
+            r.samples.len()
+        },
+    );
+    let n = fixture("nccl_debug", "a100-pcie-2gpu-nccltests-coll-subsys");
+    measure("nccl_debug", &grow("", &n, bytes), |s| {
+        system_profile_parse::nccl_debug::parse(s)
+            .value
+            .collectives
+            .len()
+    });
 }

@@ -6,6 +6,7 @@ pub mod cprofile_json;
 pub mod folded;
 pub mod line_profile;
 pub mod memray_stats;
+pub mod nccl_debug;
 pub mod nvidia_smi_dmon;
 pub mod nvidia_smi_query;
 pub mod nvidia_smi_topo;

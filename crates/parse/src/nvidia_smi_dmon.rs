@@ -35,6 +35,11 @@ pub fn parse(input: &str, interval_s: f64) -> Parsed<GpuReadings> {
     let mut diagnostics = Vec::new();
     let mut out = GpuReadings::default();
     let mut columns: Vec<String> = Vec::new();
+    // Where each read column sits, found once per header rather than per cell.
+    const READ: [&str; 11] = [
+        "gpu", "time", "sm", "mem", "pwr", "gtemp", "mclk", "pclk", "fb", "rxpci", "txpci",
+    ];
+    let mut at: [Option<usize>; 11] = [None; 11];
     let mut first_time: Option<f64> = None;
     let mut last_time: Option<f64> = None;
     let mut day_offset = 0.0;
@@ -76,6 +81,9 @@ pub fn parse(input: &str, interval_s: f64) -> Parsed<GpuReadings> {
                     ));
                 }
                 columns = names;
+                for (k, name) in READ.iter().enumerate() {
+                    at[k] = columns.iter().position(|c| c == name);
+                }
             }
             continue;
         }
@@ -86,8 +94,16 @@ pub fn parse(input: &str, interval_s: f64) -> Parsed<GpuReadings> {
             ));
             continue;
         }
-        let cells: Vec<&str> = trimmed.split_whitespace().collect();
-        if cells.len() != columns.len() {
+        // No allocation per row: dmon has at most a few dozen columns.
+        let mut cells: [&str; 64] = [""; 64];
+        let mut n_cells = 0;
+        for word in trimmed.split_ascii_whitespace() {
+            if n_cells < cells.len() {
+                cells[n_cells] = word;
+            }
+            n_cells += 1;
+        }
+        if n_cells != columns.len() {
             diagnostics.push(Diag::at(
                 i + 1,
                 format!(
@@ -98,16 +114,14 @@ pub fn parse(input: &str, interval_s: f64) -> Parsed<GpuReadings> {
             ));
             continue;
         }
-        let cell = |name: &str| -> Option<&str> {
-            let at = columns.iter().position(|c| c == name)?;
-            Some(cells[at]).filter(|v| *v != "-")
-        };
-        let num = |name: &str| cell(name).and_then(|v| v.parse::<f64>().ok());
-        let Some(gpu) = cell("gpu").and_then(|v| v.parse::<u32>().ok()) else {
+        // k indexes READ.
+        let cell = |k: usize| -> Option<&str> { Some(cells[at[k]?]).filter(|v| *v != "-") };
+        let num = |k: usize| cell(k).and_then(|v| v.parse::<f64>().ok());
+        let Some(gpu) = cell(0).and_then(|v| v.parse::<u32>().ok()) else {
             diagnostics.push(Diag::at(i + 1, format!("no GPU index: {trimmed:?}")));
             continue;
         };
-        let t_s = match cell("time").and_then(clock_s) {
+        let t_s = match cell(1).and_then(clock_s) {
             Some(now) => {
                 if let Some(prev) = last_time {
                     if now + day_offset < prev - 43_200.0 {
@@ -130,18 +144,18 @@ pub fn parse(input: &str, interval_s: f64) -> Parsed<GpuReadings> {
         out.samples.push(GpuSample {
             t_s,
             gpu,
-            sm_util_percent: num("sm"),
-            mem_util_percent: num("mem"),
-            mem_used_bytes: num("fb").map(|mb| (mb * MIB) as u64),
+            sm_util_percent: num(2),
+            mem_util_percent: num(3),
+            mem_used_bytes: num(8).map(|mb| (mb * MIB) as u64),
             mem_total_bytes: None,
-            pcie_tx_bytes_per_s: num("txpci").map(|mb| mb * MIB),
-            pcie_rx_bytes_per_s: num("rxpci").map(|mb| mb * MIB),
+            pcie_tx_bytes_per_s: num(10).map(|mb| mb * MIB),
+            pcie_rx_bytes_per_s: num(9).map(|mb| mb * MIB),
             nvlink_tx_bytes_per_s: None,
             nvlink_rx_bytes_per_s: None,
-            power_w: num("pwr"),
-            sm_clock_mhz: num("pclk"),
-            mem_clock_mhz: num("mclk"),
-            temperature_c: num("gtemp"),
+            power_w: num(4),
+            sm_clock_mhz: num(7),
+            mem_clock_mhz: num(6),
+            temperature_c: num(5),
         });
     }
     if columns.is_empty() {

@@ -432,3 +432,99 @@ fn query_csv_joins_processes_to_their_gpu() {
         (10309, Some(28234 * MIB))
     );
 }
+
+/// The expected numbers come from an independent count over the same files (a short Python
+/// script with regular expressions, kept in the case's comment below).
+#[test]
+fn nccl_logs_give_communicators_transports_and_collectives() {
+    use system_profile_parse::nccl_debug;
+    let cases = cases("nccl_debug");
+    assert_eq!(cases.len(), 4);
+    for case in &cases {
+        assert!(data_dir("nccl_debug")
+            .join(format!("{case}.source.md"))
+            .exists());
+        let p = nccl_debug::parse(&fixture("nccl_debug", case));
+        assert!(p.diagnostics.is_empty(), "{case}: {:?}", p.diagnostics);
+        insta::with_settings!({snapshot_suffix => case.clone()}, {
+            insta::assert_json_snapshot!("nccl_debug", p.value);
+        });
+    }
+    // nccl-tests all_reduce_perf, 2 A100 PCIe in one process, COLL logged: 990 AllReduce
+    // calls of float32 (count x 4 bytes: 1 545 433 251 840 bytes in all), 8 MiB to 8 GiB.
+    let a100 = nccl_debug::parse(&fixture(
+        "nccl_debug",
+        "a100-pcie-2gpu-nccltests-coll-subsys",
+    ))
+    .value;
+    assert_eq!(a100.version.as_deref(), Some("2.27.7+cuda13.0"));
+    assert_eq!(a100.communicators.len(), 1);
+    assert_eq!(a100.communicators[0].ranks.len(), 2);
+    let t = &a100.transports[0];
+    assert_eq!(
+        (
+            t.transport.as_str(),
+            t.kind.as_str(),
+            t.connections,
+            t.pairs
+        ),
+        ("P2P/direct pointer/read", "P2P", 48, 2)
+    );
+    let c = &a100.collectives[0];
+    assert_eq!(
+        (c.op.as_str(), c.datatype.as_str(), c.calls),
+        ("AllReduce", "float32", 990)
+    );
+    assert_eq!(c.total_bytes, 1_545_433_251_840);
+    assert_eq!(c.sizes.first().map(|s| s.bytes), Some(8 << 20));
+    assert_eq!(c.sizes.last().map(|s| s.bytes), Some(8 << 30));
+    assert!(a100.algorithm_choices.iter().any(|a| a.op == "AllReduce"
+        && a.bytes == 8_388_608
+        && a.algorithm == "RING"
+        && a.protocol == "SIMPLE"));
+    // Four L40S nodes over EFA: every pair through the network, 24 connections, 6 pairs.
+    let efa = nccl_debug::parse(&fixture("nccl_debug", "aws-g6e-l40s-4node-libfabric-efa")).value;
+    assert_eq!(efa.networks, ["Libfabric"]);
+    assert_eq!(
+        (
+            efa.transports[0].kind.as_str(),
+            efa.transports[0].connections,
+            efa.transports[0].pairs
+        ),
+        ("NET", 24, 6)
+    );
+    assert!(
+        efa.communicators.iter().all(|c| c.nnodes == Some(4)),
+        "{:?}",
+        efa.communicators
+    );
+    // p4d with the OFI plugin failing: NCCL falls back to sockets and says why.
+    let fallback = nccl_debug::parse(&fixture(
+        "nccl_debug",
+        "aws-p4d-a100-4rank-ofi-fail-socket-fallback",
+    ))
+    .value;
+    assert_eq!(fallback.networks, ["Socket"]);
+    assert!(
+        fallback
+            .warnings
+            .iter()
+            .any(|w| w.contains("aws-ofi-nccl initialization failed")),
+        "{:?}",
+        fallback.warnings
+    );
+    let p2p = nccl_debug::parse(&fixture("nccl_debug", "aws-p4d-a100-4rank-p2p-cumem")).value;
+    assert_eq!(
+        (
+            p2p.transports[0].transport.as_str(),
+            p2p.transports[0].connections,
+            p2p.transports[0].pairs
+        ),
+        ("P2P/CUMEM/read", 192, 4)
+    );
+    assert_eq!(p2p.communicators.len(), 2);
+    assert!(p2p
+        .communicators
+        .iter()
+        .all(|c| c.ranks.len() == 4 && c.nranks == 4));
+}

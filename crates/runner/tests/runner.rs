@@ -889,3 +889,63 @@ async fn nvidia_smi_dmon_and_query_beside_the_machine_and_a_command() {
         .unwrap_err();
     assert_eq!(err.kind(), &RunErrorKind::ToolUnavailable, "{err}");
 }
+
+/// NCCL cannot run here (no GPU), so the program stands in for a job's ranks: two processes
+/// that each write, where NCCL_DEBUG_FILE says, half of the lines NCCL wrote on a real
+/// 4-GPU p4d (parse's tests/data). What is checked is the plumbing: the variables set, one
+/// file per process found and parsed together, and a program without NCCL said to be one.
+#[tokio::test]
+async fn nccl_debug_sets_the_variables_and_reads_every_process_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../parse/tests/data/nccl_debug/aws-p4d-a100-4rank-p2p-cumem.txt"
+    );
+    let program = format!(
+        r#"import os, socket
+assert os.environ["NCCL_DEBUG"] == "INFO", os.environ.get("NCCL_DEBUG")
+assert "COLL" in os.environ["NCCL_DEBUG_SUBSYS"]
+lines = open({log:?}).read().splitlines(True)
+half = 1 if os.fork() == 0 else 0
+path = os.environ["NCCL_DEBUG_FILE"].replace("%h", socket.gethostname()).replace("%p", str(os.getpid()))
+open(path, "w").writelines(lines[half::2])
+if half == 0:
+    os.wait()
+"#
+    );
+    let py = python();
+    let e = execute(
+        &input(Method::NcclDebug, command(&[&py, "-c", &program])),
+        &place(&dir.path().join("two")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert_eq!(
+        e.artifacts.iter().filter(|a| a.kind == "nccl_log").count(),
+        2
+    );
+    let n = e.metrics.nccl.as_ref().unwrap();
+    // Split between two files, the lines still add up to the whole log's numbers.
+    assert_eq!(n.transports[0].transport, "P2P/CUMEM/read");
+    assert_eq!(n.transports[0].connections, 192);
+    assert_eq!(n.communicators.len(), 2);
+    assert!(n.communicators.iter().all(|c| c.ranks.len() == 4));
+
+    let e = execute(
+        &input(
+            Method::NcclDebug,
+            command(&[&py, "-c", "print('no collectives here')"]),
+        ),
+        &place(&dir.path().join("none")),
+    )
+    .await
+    .unwrap();
+    assert!(
+        e.warnings
+            .iter()
+            .any(|w| w.starts_with("NCCL said nothing")),
+        "{:?}",
+        e.warnings
+    );
+}

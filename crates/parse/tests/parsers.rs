@@ -433,8 +433,8 @@ fn query_csv_joins_processes_to_their_gpu() {
     );
 }
 
-/// The expected numbers come from an independent count over the same files (a short Python
-/// script with regular expressions, kept in the case's comment below).
+/// The expected numbers come from an independent count over the same files with regular
+/// expressions: `python3 crates/parse/tests/tools/nccl_count.py crates/parse/tests/data/nccl_debug/*.txt`.
 #[test]
 fn nccl_logs_give_communicators_transports_and_collectives() {
     use system_profile_parse::nccl_debug;

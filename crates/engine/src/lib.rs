@@ -16,6 +16,9 @@ use system_profile_model::run::{
     RunTarget,
 };
 use system_profile_model::target::{IdentifyTargetInput, Target};
+use system_profile_model::trace::{
+    AnalyzeTraceInput, RankBalance, RankTime, TraceFile, TraceReport,
+};
 use system_profile_plan::identify::{identify, IdentifyOptions};
 use system_profile_plan::planner::{plan, PlanOptions};
 use system_profile_plan::Recipes;
@@ -484,6 +487,72 @@ impl Engine {
     }
 
     /// Stop a run and kill its processes; a run that already ended is returned as it is.
+    /// A file a tool names: relative to the root or absolute, and inside the root once `..`
+    /// and symlinks are followed.
+    fn resolve_file(&self, field: &'static str, path: &str) -> Result<PathBuf, EngineError> {
+        let joined = self.root.join(path.trim());
+        let real = joined
+            .canonicalize()
+            .map_err(|e| EngineError::InvalidInput {
+                field,
+                message: format!(
+                    "{}: {e}; give a path relative to {}",
+                    joined.display(),
+                    self.root.display()
+                ),
+            })?;
+        if !real.starts_with(&self.root) {
+            return Err(EngineError::InvalidInput {
+                field,
+                message: format!(
+                    "{} is outside the server's root {}: copy it under the root, or start the server with --root above it",
+                    real.display(),
+                    self.root.display()
+                ),
+            });
+        }
+        if !real.is_file() {
+            return Err(EngineError::InvalidInput {
+                field,
+                message: format!("{} is not a file", real.display()),
+            });
+        }
+        Ok(real)
+    }
+
+    /// Kineto traces, one per rank: each analysed as it streams (gzip or not, told by its
+    /// first bytes), then the ranks compared.
+    pub async fn analyze_trace(
+        &self,
+        input: AnalyzeTraceInput,
+    ) -> Result<TraceReport, EngineError> {
+        if input.paths.is_empty() {
+            return Err(EngineError::InvalidInput {
+                field: "paths",
+                message:
+                    "no trace given: pass the Kineto trace files (.json or .json.gz), one per rank"
+                        .into(),
+            });
+        }
+        let files = input
+            .paths
+            .iter()
+            .map(|p| self.resolve_file("paths", p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut traces = Vec::new();
+        for (path, shown) in files.into_iter().zip(&input.paths) {
+            let shown = shown.clone();
+            let traced = tokio::task::spawn_blocking(move || analyze_file(&path, shown))
+                .await
+                .map_err(|e| EngineError::Failed {
+                    message: format!("the trace analysis stopped: {e}"),
+                })??;
+            traces.push(traced);
+        }
+        let balance = rank_balance(&traces);
+        Ok(TraceReport { traces, balance })
+    }
+
     pub fn cancel_run(&self, input: CancelRunInput) -> Result<RunRecord, EngineError> {
         self.runs
             .cancel(&input.run_id)
@@ -495,6 +564,62 @@ impl Engine {
                 ),
             })
     }
+}
+
+/// Analyse one trace file, reading it as gzip when it starts with gzip's magic bytes.
+fn analyze_file(path: &std::path::Path, shown: String) -> Result<TraceFile, EngineError> {
+    use std::io::Read;
+    let failed = |e: std::io::Error| EngineError::Failed {
+        message: format!("cannot read {}: {e}", path.display()),
+    };
+    let bytes = std::fs::metadata(path).map_err(failed)?.len();
+    let mut file = std::fs::File::open(path).map_err(failed)?;
+    let mut magic = [0u8; 2];
+    let n = file.read(&mut magic).map_err(failed)?;
+    let head = std::io::Cursor::new(magic[..n].to_vec());
+    let reader = head.chain(file);
+    let parsed = if magic[..n] == [0x1f, 0x8b] {
+        system_profile_parse::kineto::analyze_reader(flate2::read::GzDecoder::new(reader))
+    } else {
+        system_profile_parse::kineto::analyze_reader(reader)
+    };
+    Ok(TraceFile {
+        path: shown,
+        bytes,
+        analysis: parsed.value,
+        diagnostics: parsed.diagnostics.into_iter().map(|d| d.message).collect(),
+    })
+}
+
+/// Compute and communication time per rank, and who the others wait for.
+fn rank_balance(traces: &[TraceFile]) -> Option<RankBalance> {
+    if traces.len() < 2 {
+        return None;
+    }
+    let ranks: Vec<RankTime> = traces
+        .iter()
+        .enumerate()
+        .map(|(i, t)| RankTime {
+            rank: t.analysis.rank.unwrap_or(i as u32),
+            path: t.path.clone(),
+            compute_us: t.analysis.devices.iter().map(|d| d.compute_us).sum(),
+            comm_us: t.analysis.devices.iter().map(|d| d.comm_us).sum(),
+            idle_us: t.analysis.devices.iter().map(|d| d.idle_us).sum(),
+        })
+        .collect();
+    let mut compute: Vec<f64> = ranks.iter().map(|r| r.compute_us).collect();
+    compute.sort_by(f64::total_cmp);
+    let median = compute[compute.len() / 2];
+    let (lo, hi) = (compute[0], compute[compute.len() - 1]);
+    Some(RankBalance {
+        compute_imbalance: if lo > 0.0 { hi / lo } else { 0.0 },
+        stragglers: ranks
+            .iter()
+            .filter(|r| median > 0.0 && r.compute_us > median * 1.1)
+            .map(|r| r.rank)
+            .collect(),
+        ranks,
+    })
 }
 
 #[cfg(test)]

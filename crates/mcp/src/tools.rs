@@ -15,6 +15,7 @@ use system_profile_model::run::{
     CancelRunInput, GetRunInput, ListRunsInput, RunList, RunProfilerInput, RunRecord,
 };
 use system_profile_model::target::{IdentifyTargetInput, Target};
+use system_profile_model::trace::{AnalyzeTraceInput, TraceReport};
 
 /// What a client may assume about a tool (MCP `ToolAnnotations`).
 #[derive(Debug, Clone, Copy)]
@@ -267,6 +268,12 @@ tool_call!(
     |engine, input, progress| engine.cancel_run(input)?
 );
 
+tool_call!(
+    analyze_trace_call,
+    AnalyzeTraceInput,
+    |engine, input, progress| engine.analyze_trace(input).await?
+);
+
 const READ_ONLY: Annotations = Annotations {
     read_only: true,
     destructive: false,
@@ -274,7 +281,7 @@ const READ_ONLY: Annotations = Annotations {
     open_world: false,
 };
 
-static TOOLS: [ToolDef; 7] = [
+static TOOLS: [ToolDef; 8] = [
     ToolDef {
         name: "identify_target",
         title: "Identify the profiling target",
@@ -408,6 +415,21 @@ static TOOLS: [ToolDef; 7] = [
         input_schema: schema_of::<CancelRunInput>,
         output_schema: schema_of::<RunRecord>,
         call: cancel_run_call,
+    },
+    ToolDef {
+        name: "analyze_trace",
+        title: "Analyse PyTorch profiler traces",
+        description: "One or more Kineto traces (.json or .json.gz: torch.profiler's, vLLM's, \
+            one per rank for a distributed job), streamed: per GPU busy and idle time; kernel \
+            time by kernel and by category (gemm, attention, convolution, normalization, \
+            elementwise, reduction, nccl); copies by direction (HtoD, DtoH, DtoD, PtoP) with \
+            bytes, sizes and effective bandwidth; kernel launch cost, launch-to-start delay and \
+            the share of kernels under 10 us; NCCL time and how much of it overlaps compute; \
+            with several ranks, their balance and the stragglers.",
+        annotations: READ_ONLY,
+        input_schema: schema_of::<AnalyzeTraceInput>,
+        output_schema: schema_of::<TraceReport>,
+        call: analyze_trace_call,
     },
 ];
 

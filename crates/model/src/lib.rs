@@ -11,5 +11,6 @@ pub mod recipe;
 pub mod run;
 pub mod target;
 pub mod topology;
+pub mod trace;
 
 pub use diag::{Diag, Parsed};

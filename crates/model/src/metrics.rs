@@ -617,3 +617,101 @@ pub struct NcclReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
+
+/// One GPU's time in a trace, in microseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TraceDeviceTime {
+    pub device: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// From the first GPU event's start to the last one's end.
+    pub span_us: f64,
+    /// Time with at least one kernel, copy or set running (overlaps counted once).
+    pub busy_us: f64,
+    pub idle_us: f64,
+    pub idle_percent: f64,
+    /// Sums of event durations by kind (overlapping streams counted each).
+    pub kernel_us: f64,
+    pub memcpy_us: f64,
+    pub memset_us: f64,
+    /// Time with an NCCL kernel running, time with another kernel running, and both at once.
+    pub comm_us: f64,
+    pub compute_us: f64,
+    pub comm_compute_overlap_us: f64,
+    /// Share of the communication time hidden under computation.
+    pub comm_overlapped_percent: f64,
+}
+
+/// A kernel (by name) over the trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TraceKernel {
+    pub name: String,
+    /// gemm, convolution, attention, nccl, elementwise, reduction, normalization, other.
+    pub category: String,
+    pub count: u64,
+    pub total_us: f64,
+    pub mean_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    /// Of all kernel time.
+    pub percent: f64,
+}
+
+/// Kernel time of one category.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TraceCategory {
+    pub category: String,
+    pub count: u64,
+    pub total_us: f64,
+    pub percent: f64,
+}
+
+/// Copies in one direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TraceCopies {
+    /// HtoD, DtoH, DtoD, PtoP (peer to peer), HtoH.
+    pub direction: String,
+    pub count: u64,
+    pub bytes: u64,
+    pub total_us: f64,
+    /// bytes / total time, GB/s (10^9 bytes).
+    pub bandwidth_gbps: f64,
+    /// Counts by size: < 1 KiB, < 64 KiB, < 1 MiB, < 16 MiB, >= 16 MiB.
+    pub size_buckets: Vec<u64>,
+}
+
+/// What launching kernels costs the CPU, against what the kernels take.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TraceLaunches {
+    /// cudaLaunchKernel (and its variants) calls, and their summed CPU time.
+    pub launches: u64,
+    pub launch_api_us: f64,
+    pub launch_api_mean_us: f64,
+    /// Kernels, and their summed GPU time.
+    pub kernels: u64,
+    pub kernel_us: f64,
+    /// Launch call start to kernel start, through the correlation id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_to_start_p50_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_to_start_p95_us: Option<f64>,
+    /// Kernels shorter than 10 µs: where launch cost, not the GPU, sets the pace.
+    pub short_kernels: u64,
+    pub short_kernels_percent: f64,
+}
+
+/// One Kineto (PyTorch profiler) trace, analysed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TraceAnalysis {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    pub events: u64,
+    pub devices: Vec<TraceDeviceTime>,
+    pub categories: Vec<TraceCategory>,
+    /// The kernels by total time, largest first (the first 50; the rest in `other_kernels`).
+    pub kernels: Vec<TraceKernel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_kernels: Option<TraceCategory>,
+    pub copies: Vec<TraceCopies>,
+    pub launches: TraceLaunches,
+}

@@ -528,3 +528,111 @@ fn nccl_logs_give_communicators_transports_and_collectives() {
         .iter()
         .all(|c| c.ranks.len() == 4 && c.nranks == 4));
 }
+
+fn kineto(case: &str) -> system_profile_model::metrics::TraceAnalysis {
+    let path = data_dir("kineto").join(format!("{case}.json.gz"));
+    let file = std::fs::File::open(&path).unwrap();
+    let p = system_profile_parse::kineto::analyze_reader(flate2::read::GzDecoder::new(file));
+    assert!(p.diagnostics.is_empty(), "{case}: {:?}", p.diagnostics);
+    p.value
+}
+
+/// Every number checked here was computed independently, with plain Python over the same
+/// files: `python3 crates/parse/tests/tools/kineto_check.py crates/parse/tests/data/kineto/*.json.gz`.
+#[test]
+fn kineto_traces_agree_with_an_independent_count() {
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-3 * b.abs().max(1.0);
+    // (case, kernels, launches, span, busy, kernel, comm, overlap) on device 0
+    for (case, kernels, launches, span, busy, kernel, comm, overlap) in [
+        (
+            "hta-128rank-sampled-rank0",
+            1154,
+            1154,
+            1_222_847.0,
+            547_656.0,
+            606_519.0,
+            396_199.0,
+            59_216.0,
+        ),
+        (
+            "hta-a100-2rank-nccl-allreduce",
+            2700,
+            2700,
+            660_551.006,
+            157_500.078,
+            162_532.340,
+            46_876.492,
+            7_317.026,
+        ),
+        (
+            "hta-a100-alexnet-single",
+            79,
+            79,
+            12_920_244.0,
+            66_141.0,
+            10_692.0,
+            0.0,
+            0.0,
+        ),
+    ] {
+        let a = kineto(case);
+        assert_eq!(
+            (a.launches.kernels, a.launches.launches),
+            (kernels, launches),
+            "{case}"
+        );
+        let d = &a.devices[0];
+        assert!(
+            close(d.span_us, span),
+            "{case}: span {} vs {span}",
+            d.span_us
+        );
+        assert!(
+            close(d.busy_us, busy),
+            "{case}: busy {} vs {busy}",
+            d.busy_us
+        );
+        assert!(
+            close(d.kernel_us, kernel),
+            "{case}: kernel {} vs {kernel}",
+            d.kernel_us
+        );
+        assert!(
+            close(d.comm_us, comm),
+            "{case}: comm {} vs {comm}",
+            d.comm_us
+        );
+        assert!(
+            close(d.comm_compute_overlap_us, overlap),
+            "{case}: overlap {} vs {overlap}",
+            d.comm_compute_overlap_us
+        );
+        assert!(close(d.idle_us, span - busy));
+        insta::with_settings!({snapshot_suffix => case}, {
+            insta::assert_json_snapshot!("kineto", a);
+        });
+    }
+    let copies = kineto("hta-128rank-sampled-rank0").copies;
+    let by = |dir: &str| {
+        copies
+            .iter()
+            .find(|c| c.direction == dir)
+            .map(|c| (c.count, c.bytes))
+    };
+    assert_eq!(by("HtoD"), Some((24, 4_866_112)));
+    assert_eq!(by("DtoH"), Some((8, 6_115)));
+    assert_eq!(by("DtoD"), Some((8, 209_194_904)));
+    let nccl = kineto("hta-a100-2rank-nccl-allreduce");
+    assert_eq!(nccl.rank, Some(0));
+    assert_eq!(
+        nccl.devices[0].name.as_deref(),
+        Some("NVIDIA A100-PG509-200")
+    );
+    assert!(
+        nccl.categories
+            .iter()
+            .any(|c| c.category == "nccl" && c.count == 21),
+        "{:?}",
+        nccl.categories
+    );
+}

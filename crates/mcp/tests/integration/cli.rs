@@ -91,6 +91,8 @@ fn schemas_writes_every_file_and_check_catches_a_stale_one() {
     assert_eq!(
         names,
         [
+            "analyze_trace.input.json",
+            "analyze_trace.output.json",
             "cancel_run.input.json",
             "cancel_run.output.json",
             "detect_tools.input.json",

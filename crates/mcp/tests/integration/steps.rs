@@ -379,3 +379,70 @@ fn every_step_of_a_plan_runs_as_planned() {
         assert!(ran.iter().any(|m| m == needed), "{needed} not in {ran:?}");
     }
 }
+
+/// analyze_trace over stdio on real Kineto traces copied under the server's root: one rank
+/// alone, two ranks compared, and paths it must refuse.
+#[test]
+fn analyze_trace_reads_real_traces_and_compares_ranks() {
+    let mut s = Server::spawn(&[]);
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../parse/tests/data/kineto");
+    let traces = s.root.path().join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    for name in [
+        "hta-a100-2rank-nccl-allreduce.json.gz",
+        "hta-128rank-sampled-rank0.json.gz",
+    ] {
+        std::fs::copy(data.join(name), traces.join(name)).unwrap();
+    }
+    // The same trace uncompressed: told apart by its first bytes, not its name.
+    let mut text = String::new();
+    use std::io::Read;
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(data.join("hta-a100-alexnet-single.json.gz")).unwrap(),
+    )
+    .read_to_string(&mut text)
+    .unwrap();
+    std::fs::write(traces.join("alexnet.json"), text).unwrap();
+
+    let r = call(
+        &mut s,
+        1,
+        "analyze_trace",
+        json!({"paths": ["traces/alexnet.json"]}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let one = &r["result"]["structuredContent"];
+    assert_eq!(one["traces"][0]["analysis"]["launches"]["kernels"], 79);
+    assert!(one["balance"].is_null());
+
+    let r = call(
+        &mut s,
+        2,
+        "analyze_trace",
+        json!({"paths": ["traces/hta-a100-2rank-nccl-allreduce.json.gz", "traces/hta-128rank-sampled-rank0.json.gz"]}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let two = &r["result"]["structuredContent"];
+    let ranks = two["balance"]["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2);
+    // Both files are rank 0 of their jobs: the second is told apart by its position.
+    let compute: Vec<f64> = ranks
+        .iter()
+        .map(|r| r["compute_us"].as_f64().unwrap())
+        .collect();
+    assert!(compute.iter().all(|c| *c > 0.0), "{ranks:?}");
+    assert!(two["balance"]["compute_imbalance"].as_f64().unwrap() >= 1.0);
+
+    for (id, paths, needle) in [
+        (3, json!(["../outside.json"]), "paths"),
+        (4, json!(["traces/none.json"]), "paths"),
+        (5, json!([]), "paths"),
+    ] {
+        let r = s.ask(&json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"analyze_trace","arguments":{"paths":paths}}}).to_string());
+        let text = r.to_string();
+        assert!(
+            text.contains(needle) && (r["error"].is_object() || r["result"]["isError"] == true),
+            "{r}"
+        );
+    }
+}

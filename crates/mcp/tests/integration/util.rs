@@ -209,7 +209,7 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 /// Every tool, in the order tools/list gives them.
-pub const TOOL_NAMES: [&str; 7] = [
+pub const TOOL_NAMES: [&str; 8] = [
     "identify_target",
     "detect_tools",
     "plan_profile",
@@ -217,6 +217,7 @@ pub const TOOL_NAMES: [&str; 7] = [
     "get_run",
     "list_runs",
     "cancel_run",
+    "analyze_trace",
 ];
 
 /// The tool named `name` in a tools/list result.

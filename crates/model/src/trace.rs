@@ -1,0 +1,56 @@
+//! `analyze_trace`: one or more Kineto (PyTorch profiler) traces, one per rank, analysed.
+
+use crate::metrics::TraceAnalysis;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Input of `analyze_trace`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnalyzeTraceInput {
+    /// Kineto traces (`.json` or `.json.gz`), one per rank for a distributed job, relative to
+    /// the server's root or absolute under it.
+    #[schemars(length(min = 1, max = 1024))]
+    pub paths: Vec<String>,
+}
+
+/// One trace's analysis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TraceFile {
+    pub path: String,
+    pub bytes: u64,
+    pub analysis: TraceAnalysis,
+    /// What could not be read (a cut file, events of an unexpected shape).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnostics: Vec<String>,
+}
+
+/// How evenly the ranks worked (two traces or more).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RankBalance {
+    /// Each trace's rank (from `distributedInfo`, else its position) with its GPU time computing
+    /// (non-NCCL kernels) and communicating (NCCL kernels), µs, summed over its devices.
+    pub ranks: Vec<RankTime>,
+    /// Largest compute time over the smallest: 1.0 is even.
+    pub compute_imbalance: f64,
+    /// Ranks computing more than 10% above the median: the others wait for them inside NCCL,
+    /// which shows as their larger communication time.
+    pub stragglers: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RankTime {
+    pub rank: u32,
+    pub path: String,
+    pub compute_us: f64,
+    pub comm_us: f64,
+    pub idle_us: f64,
+}
+
+/// Output of `analyze_trace`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TraceReport {
+    pub traces: Vec<TraceFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<RankBalance>,
+}

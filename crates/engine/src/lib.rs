@@ -539,15 +539,21 @@ impl Engine {
             .iter()
             .map(|p| self.resolve_file("paths", p))
             .collect::<Result<Vec<_>, _>>()?;
+        // One blocking task per trace, all at once: ranks are independent, and each holds
+        // only its kernels' intervals.
+        let tasks: Vec<_> = files
+            .into_iter()
+            .zip(&input.paths)
+            .map(|(path, shown)| {
+                let shown = shown.clone();
+                tokio::task::spawn_blocking(move || analyze_file(&path, shown))
+            })
+            .collect();
         let mut traces = Vec::new();
-        for (path, shown) in files.into_iter().zip(&input.paths) {
-            let shown = shown.clone();
-            let traced = tokio::task::spawn_blocking(move || analyze_file(&path, shown))
-                .await
-                .map_err(|e| EngineError::Failed {
-                    message: format!("the trace analysis stopped: {e}"),
-                })??;
-            traces.push(traced);
+        for task in tasks {
+            traces.push(task.await.map_err(|e| EngineError::Failed {
+                message: format!("the trace analysis stopped: {e}"),
+            })??);
         }
         let balance = rank_balance(&traces);
         Ok(TraceReport { traces, balance })

@@ -700,12 +700,24 @@ pub struct TraceLaunches {
     pub short_kernels_percent: f64,
 }
 
+/// Which GPU events the figures cover. With two `ProfilerStep#N` annotations or more, only
+/// the work launched before the last step began (the last step is cut short when the profiler
+/// stops): the window Holistic Trace Analysis uses, so the figures compare with its own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TraceWindow {
+    pub profiler_steps: u64,
+    pub last_step_excluded: bool,
+    pub gpu_events_kept: u64,
+    pub gpu_events_excluded: u64,
+}
+
 /// One Kineto (PyTorch profiler) trace, analysed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TraceAnalysis {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank: Option<u32>,
     pub events: u64,
+    pub window: TraceWindow,
     pub devices: Vec<TraceDeviceTime>,
     pub categories: Vec<TraceCategory>,
     /// The kernels by total time, largest first (the first 50; the rest in `other_kernels`).

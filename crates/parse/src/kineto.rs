@@ -6,13 +6,15 @@
 //! id, joined to the kernel they launched); `deviceProperties` for names;
 //! `distributedInfo.rank`. Everything else is skipped unread.
 
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io::Read;
 use system_profile_model::metrics::{
     TraceAnalysis, TraceCategory, TraceCopies, TraceDeviceTime, TraceKernel, TraceLaunches,
+    TraceWindow,
 };
 use system_profile_model::{Diag, Parsed};
 
@@ -68,56 +70,14 @@ fn lenient_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>,
     d.deserialize_any(V)
 }
 
-/// An element of `traceEvents`: an event object, or something else (skipped).
-struct MaybeEvent(Option<Event>);
-
-impl<'de> Deserialize<'de> for MaybeEvent {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = MaybeEvent;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a trace event")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<MaybeEvent, A::Error> {
-                Event::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-                    .map(|e| MaybeEvent(Some(e)))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<MaybeEvent, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(MaybeEvent(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<MaybeEvent, E> {
-                Ok(MaybeEvent(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<MaybeEvent, E> {
-                Ok(MaybeEvent(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<MaybeEvent, E> {
-                Ok(MaybeEvent(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<MaybeEvent, E> {
-                Ok(MaybeEvent(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<MaybeEvent, E> {
-                Ok(MaybeEvent(None))
-            }
-            fn visit_unit<E>(self) -> Result<MaybeEvent, E> {
-                Ok(MaybeEvent(None))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
 #[derive(Deserialize)]
-struct Event {
-    #[serde(default)]
-    ph: Option<String>,
-    #[serde(default)]
-    cat: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
+struct Event<'a> {
+    #[serde(default, borrow)]
+    ph: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    cat: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
     #[serde(default)]
     ts: Option<f64>,
     #[serde(default)]
@@ -125,7 +85,7 @@ struct Event {
     #[serde(default)]
     args: Option<Args>,
 }
-// Unknown fields (pid, tid, id, bp, ...) are ignored: serde's default.
+// Unknown fields (pid, tid, id, bp, ...) are skipped: serde's default.
 
 #[derive(Deserialize)]
 struct DeviceProperty {
@@ -188,37 +148,59 @@ struct CopyAcc {
     buckets: [u64; 5],
 }
 
-/// Per device: (start, end) intervals of kernels (NCCL or not), copies and sets.
-#[derive(Default)]
-struct DeviceAcc {
-    all: Vec<(f64, f64)>,
-    comm: Vec<(f64, f64)>,
-    compute: Vec<(f64, f64)>,
-    kernel: f64,
-    memcpy: f64,
-    memset: f64,
+#[derive(Clone, Copy, PartialEq)]
+enum GpuKind {
+    Kernel,
+    Memcpy,
+    Memset,
 }
+
+/// One GPU event, kept compact until the end: which ones count depends on the profiler steps,
+/// which may come anywhere in the file.
+struct GpuEvent {
+    device: u32,
+    kind: GpuKind,
+    /// Index into `Acc::names`.
+    name: u32,
+    ts: f64,
+    dur: f64,
+    correlation: Option<u64>,
+    bytes: u64,
+}
+
+/// Per device: intervals of every GPU event, of NCCL kernels, of other kernels; and the
+/// summed durations of kernels, copies and sets.
+type DeviceIntervals = (Vec<(f64, f64)>, Vec<(f64, f64)>, Vec<(f64, f64)>, [f64; 3]);
 
 #[derive(Default)]
 struct Acc {
     events: u64,
-    kernels: HashMap<String, KernelAcc>,
-    copies: BTreeMap<&'static str, CopyAcc>,
-    devices: BTreeMap<u32, DeviceAcc>,
-    names: BTreeMap<u32, String>,
+    gpu: Vec<GpuEvent>,
+    names: Vec<String>,
+    name_ids: HashMap<String, u32>,
+    device_names: BTreeMap<u32, String>,
     rank: Option<u32>,
-    launch_calls: u64,
-    launch_api: f64,
-    launch_ts: HashMap<u64, f64>,
-    kernel_ts: HashMap<u64, f64>,
-    short_kernels: u64,
-    kernel_count: u64,
-    kernel_total: f64,
+    /// CPU-side runtime calls by correlation id: start, and whether it launched a kernel.
+    runtime: HashMap<u64, (f64, bool)>,
+    /// Launch calls (start, duration) in file order, so their sums come out the same every run.
+    launch_calls: Vec<(f64, f64)>,
+    /// Starts of the `ProfilerStep#N` annotations.
+    steps: Vec<f64>,
     skipped: u64,
 }
 
 impl Acc {
-    fn add(&mut self, e: Event) {
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(id) = self.name_ids.get(name) {
+            return *id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.name_ids.insert(name.to_string(), id);
+        id
+    }
+
+    fn add(&mut self, e: Event<'_>) {
         self.events += 1;
         if e.ph.as_deref() != Some("X") {
             return;
@@ -233,78 +215,131 @@ impl Acc {
                     self.skipped += 1;
                     return;
                 };
-                let d = self.devices.entry(device).or_default();
-                d.all.push((ts, ts + dur));
-                let name = e.name.unwrap_or_default();
-                match cat {
-                    "kernel" => {
-                        d.kernel += dur;
-                        if category(&name) == "nccl" {
-                            d.comm.push((ts, ts + dur));
-                        } else {
-                            d.compute.push((ts, ts + dur));
-                        }
-                        self.kernel_count += 1;
-                        self.kernel_total += dur;
-                        if dur < 10.0 {
-                            self.short_kernels += 1;
-                        }
-                        if let Some(c) = args.correlation {
-                            self.kernel_ts.insert(c, ts);
-                        }
-                        let k = self.kernels.entry(name).or_insert(KernelAcc {
-                            min: f64::INFINITY,
-                            ..Default::default()
-                        });
-                        k.count += 1;
-                        k.total += dur;
-                        k.min = k.min.min(dur);
-                        k.max = k.max.max(dur);
-                    }
-                    "gpu_memcpy" => {
-                        d.memcpy += dur;
-                        let c = self.copies.entry(copy_direction(&name)).or_default();
-                        c.count += 1;
-                        c.total += dur;
-                        let bytes = args.bytes.unwrap_or(0);
-                        c.bytes += bytes;
-                        let bucket = match bytes {
-                            0..1024 => 0,
-                            1024..65536 => 1,
-                            65536..1048576 => 2,
-                            1048576..16777216 => 3,
-                            _ => 4,
-                        };
-                        c.buckets[bucket] += 1;
-                    }
-                    _ => d.memset += dur,
-                }
+                let kind = match cat {
+                    "kernel" => GpuKind::Kernel,
+                    "gpu_memcpy" => GpuKind::Memcpy,
+                    _ => GpuKind::Memset,
+                };
+                let name = self.intern(e.name.as_deref().unwrap_or(""));
+                self.gpu.push(GpuEvent {
+                    device,
+                    kind,
+                    name,
+                    ts,
+                    dur,
+                    correlation: args.correlation,
+                    bytes: args.bytes.unwrap_or(0),
+                });
             }
             "cuda_runtime" | "cuda_driver" => {
                 let name = e.name.as_deref().unwrap_or("");
-                if name.starts_with("cudaLaunchKernel")
+                let launch = name.starts_with("cudaLaunchKernel")
                     || name.starts_with("cuLaunchKernel")
-                    || name == "cudaLaunchCooperativeKernel"
-                {
-                    self.launch_calls += 1;
-                    self.launch_api += dur;
-                    if let Some(c) = args.correlation {
-                        self.launch_ts.insert(c, ts);
-                    }
+                    || name == "cudaLaunchCooperativeKernel";
+                if launch {
+                    self.launch_calls.push((ts, dur));
                 }
+                if let Some(c) = args.correlation {
+                    self.runtime.insert(c, (ts, launch));
+                }
+            }
+            "cpu_op" | "user_annotation"
+                if e.name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("ProfilerStep#")) =>
+            {
+                self.steps.push(ts);
             }
             _ => {}
         }
     }
 
-    fn finish(mut self) -> TraceAnalysis {
-        let kernel_total = self.kernel_total;
+    fn finish(self) -> TraceAnalysis {
         let pct = |x: f64, of: f64| if of > 0.0 { x / of * 100.0 } else { 0.0 };
+        // With two profiler steps or more, the window HTA uses: GPU work launched before the
+        // last step began (the last one is cut short by the profiler's own stop).
+        let mut distinct_steps = self.steps.clone();
+        distinct_steps.sort_by(f64::total_cmp);
+        distinct_steps.dedup();
+        let cutoff = (distinct_steps.len() >= 2).then(|| distinct_steps[distinct_steps.len() - 1]);
+        let runtime = &self.runtime;
+        let kept = |g: &GpuEvent| match cutoff {
+            None => true,
+            Some(c) => g
+                .correlation
+                .and_then(|id| runtime.get(&id))
+                .is_some_and(|(ts, _)| *ts < c),
+        };
+        let (mut launch_calls, mut launch_api) = (0u64, 0.0);
+        for (ts, dur) in &self.launch_calls {
+            if cutoff.is_none_or(|c| *ts < c) {
+                launch_calls += 1;
+                launch_api += dur;
+            }
+        }
+        let mut devices_acc: BTreeMap<u32, DeviceIntervals> = BTreeMap::new();
+        let mut kernels: HashMap<u32, KernelAcc> = HashMap::new();
+        let mut copies: BTreeMap<&'static str, CopyAcc> = BTreeMap::new();
+        let (mut kernel_count, mut kernel_total, mut short_kernels, mut dropped) =
+            (0u64, 0.0, 0u64, 0u64);
+        let mut delays = Vec::new();
+        for g in &self.gpu {
+            if !kept(g) {
+                dropped += 1;
+                continue;
+            }
+            let d = devices_acc.entry(g.device).or_default();
+            let iv = (g.ts, g.ts + g.dur);
+            d.0.push(iv);
+            let name = &self.names[g.name as usize];
+            match g.kind {
+                GpuKind::Kernel => {
+                    d.3[0] += g.dur;
+                    if category(name) == "nccl" {
+                        d.1.push(iv);
+                    } else {
+                        d.2.push(iv);
+                    }
+                    kernel_count += 1;
+                    kernel_total += g.dur;
+                    if g.dur < 10.0 {
+                        short_kernels += 1;
+                    }
+                    if let Some((ts, true)) = g.correlation.and_then(|c| runtime.get(&c)) {
+                        delays.push(g.ts - ts);
+                    }
+                    let k = kernels.entry(g.name).or_insert(KernelAcc {
+                        min: f64::INFINITY,
+                        ..Default::default()
+                    });
+                    k.count += 1;
+                    k.total += g.dur;
+                    k.min = k.min.min(g.dur);
+                    k.max = k.max.max(g.dur);
+                }
+                GpuKind::Memcpy => {
+                    d.3[1] += g.dur;
+                    let c = copies.entry(copy_direction(name)).or_default();
+                    c.count += 1;
+                    c.total += g.dur;
+                    c.bytes += g.bytes;
+                    let bucket = match g.bytes {
+                        0..1024 => 0,
+                        1024..65536 => 1,
+                        65536..1048576 => 2,
+                        1048576..16777216 => 3,
+                        _ => 4,
+                    };
+                    c.buckets[bucket] += 1;
+                }
+                GpuKind::Memset => d.3[2] += g.dur,
+            }
+        }
         let mut devices = Vec::new();
-        for (device, d) in self.devices.iter_mut() {
-            let all = merge(&mut d.all);
-            let comm = merge(&mut d.comm);
-            let compute = merge(&mut d.compute);
+        for (device, (mut all, mut comm, mut compute, sums)) in devices_acc {
+            let all = merge(&mut all);
+            let comm = merge(&mut comm);
+            let compute = merge(&mut compute);
             let span = match (all.first(), all.last()) {
                 (Some(a), Some(b)) => b.1 - a.0,
                 _ => 0.0,
@@ -313,33 +348,35 @@ impl Acc {
             let comm_us = length(&comm);
             let overlap = intersection(&comm, &compute);
             devices.push(TraceDeviceTime {
-                device: *device,
-                name: self.names.get(device).cloned(),
+                device,
+                name: self.device_names.get(&device).cloned(),
                 span_us: span,
                 busy_us: busy,
                 idle_us: span - busy,
                 idle_percent: pct(span - busy, span),
-                kernel_us: d.kernel,
-                memcpy_us: d.memcpy,
-                memset_us: d.memset,
+                kernel_us: sums[0],
+                memcpy_us: sums[1],
+                memset_us: sums[2],
                 comm_us,
                 compute_us: length(&compute),
                 comm_compute_overlap_us: overlap,
                 comm_overlapped_percent: pct(overlap, comm_us),
             });
         }
-        let mut kernels: Vec<TraceKernel> = self
-            .kernels
+        let mut kernels: Vec<TraceKernel> = kernels
             .into_iter()
-            .map(|(name, k)| TraceKernel {
-                category: category(&name).to_string(),
-                name,
-                count: k.count,
-                total_us: k.total,
-                mean_us: k.total / k.count as f64,
-                min_us: k.min,
-                max_us: k.max,
-                percent: pct(k.total, kernel_total),
+            .map(|(id, k)| {
+                let name = self.names[id as usize].clone();
+                TraceKernel {
+                    category: category(&name).to_string(),
+                    name,
+                    count: k.count,
+                    total_us: k.total,
+                    mean_us: k.total / k.count as f64,
+                    min_us: k.min,
+                    max_us: k.max,
+                    percent: pct(k.total, kernel_total),
+                }
             })
             .collect();
         kernels.sort_by(|a, b| {
@@ -373,8 +410,7 @@ impl Acc {
                 percent: pct(total_us, kernel_total),
             }
         });
-        let copies = self
-            .copies
+        let copies = copies
             .into_iter()
             .map(|(direction, c)| TraceCopies {
                 direction: direction.to_string(),
@@ -389,11 +425,6 @@ impl Acc {
                 size_buckets: c.buckets.to_vec(),
             })
             .collect();
-        let mut delays: Vec<f64> = self
-            .kernel_ts
-            .iter()
-            .filter_map(|(c, k)| self.launch_ts.get(c).map(|l| k - l))
-            .collect();
         delays.sort_by(f64::total_cmp);
         let rank_of = |q: f64| {
             (!delays.is_empty()).then(|| {
@@ -403,25 +434,31 @@ impl Acc {
         TraceAnalysis {
             rank: self.rank,
             events: self.events,
+            window: TraceWindow {
+                profiler_steps: distinct_steps.len() as u64,
+                last_step_excluded: cutoff.is_some(),
+                gpu_events_kept: self.gpu.len() as u64 - dropped,
+                gpu_events_excluded: dropped,
+            },
             devices,
             categories,
             kernels,
             other_kernels,
             copies,
             launches: TraceLaunches {
-                launches: self.launch_calls,
-                launch_api_us: self.launch_api,
-                launch_api_mean_us: if self.launch_calls > 0 {
-                    self.launch_api / self.launch_calls as f64
+                launches: launch_calls,
+                launch_api_us: launch_api,
+                launch_api_mean_us: if launch_calls > 0 {
+                    launch_api / launch_calls as f64
                 } else {
                     0.0
                 },
-                kernels: self.kernel_count,
+                kernels: kernel_count,
                 kernel_us: kernel_total,
                 launch_to_start_p50_us: rank_of(0.5),
                 launch_to_start_p95_us: rank_of(0.95),
-                short_kernels: self.short_kernels,
-                short_kernels_percent: pct(self.short_kernels as f64, self.kernel_count as f64),
+                short_kernels,
+                short_kernels_percent: pct(short_kernels as f64, kernel_count as f64),
             },
         }
     }
@@ -462,65 +499,290 @@ fn intersection(a: &[(f64, f64)], b: &[(f64, f64)]) -> f64 {
     total
 }
 
-/// The top-level object, with `traceEvents` streamed through `Acc`.
-struct Trace<'a>(&'a mut Acc);
+/// Reads a JSON document in chunks and hands out the bytes of one complete value at a time,
+/// so each event is parsed from a slice (fast, borrowing its strings) and nothing but the
+/// current event and the unread chunk is held.
+struct Scanner<R> {
+    reader: R,
+    buf: Vec<u8>,
+    pos: usize,
+    /// Bytes dropped from the front of `buf` so far (for error offsets).
+    dropped: u64,
+    eof: bool,
+}
 
-impl<'de> DeserializeSeed<'de> for Trace<'_> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
+#[derive(Debug)]
+struct ScanError {
+    offset: u64,
+    message: String,
+}
+
+impl<R: Read> Scanner<R> {
+    fn new(reader: R) -> Self {
+        Scanner {
+            reader,
+            buf: Vec::with_capacity(1 << 20),
+            pos: 0,
+            dropped: 0,
+            eof: false,
+        }
+    }
+
+    fn error(&self, at: usize, message: impl Into<String>) -> ScanError {
+        ScanError {
+            offset: self.dropped + at as u64,
+            message: message.into(),
+        }
+    }
+
+    /// Read up to 1 MiB more; false at the end of the input.
+    fn fill(&mut self) -> Result<bool, ScanError> {
+        if self.eof {
+            return Ok(false);
+        }
+        let len = self.buf.len();
+        self.buf.resize(len + (1 << 20), 0);
+        let n = loop {
+            match self.reader.read(&mut self.buf[len..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.buf.truncate(len);
+                    return Err(self.error(len, format!("read error: {e}")));
+                }
+            }
+        };
+        self.buf.truncate(len + n);
+        self.eof = n == 0;
+        Ok(n > 0)
+    }
+
+    /// Forget what was read before `pos` (only between values, so no slice is held).
+    fn compact(&mut self) {
+        if self.pos > (1 << 20) {
+            self.buf.drain(..self.pos);
+            self.dropped += self.pos as u64;
+            self.pos = 0;
+        }
+    }
+
+    /// The next byte that is not white space, without taking it.
+    fn peek(&mut self) -> Result<Option<u8>, ScanError> {
+        loop {
+            while self.pos < self.buf.len() {
+                let b = self.buf[self.pos];
+                if !b.is_ascii_whitespace() {
+                    return Ok(Some(b));
+                }
+                self.pos += 1;
+            }
+            if !self.fill()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn expect(&mut self, want: u8) -> Result<(), ScanError> {
+        match self.peek()? {
+            Some(b) if b == want => {
+                self.pos += 1;
+                Ok(())
+            }
+            Some(b) => Err(self.error(
+                self.pos,
+                format!("expected `{}`, found `{}`", want as char, b as char),
+            )),
+            None => Err(self.error(
+                self.pos,
+                format!("the input ends where `{}` was expected", want as char),
+            )),
+        }
+    }
+
+    /// The end (exclusive) of the object starting at `pos`: only `"`, `{` and `}` matter
+    /// outside strings (brackets inside an object balance by themselves), and only `"` and
+    /// `\\` inside them, so memchr jumps between them.
+    fn object_end(&mut self) -> Result<usize, ScanError> {
+        let start = self.pos;
+        let mut i = start;
+        let mut depth = 0usize;
+        let mut in_string = false;
+        loop {
+            let hay = &self.buf[i..];
+            let found = if in_string {
+                memchr::memchr2(b'"', b'\\', hay)
+            } else {
+                memchr::memchr3(b'"', b'{', b'}', hay)
+            };
+            match found {
+                Some(k) => {
+                    i += k;
+                    match (in_string, self.buf[i]) {
+                        (true, b'\\') => {
+                            // Skip the escaped byte, which may be past what is read yet.
+                            while i + 1 >= self.buf.len() {
+                                if !self.fill()? {
+                                    return Err(self.error(start, "the input ends inside a string"));
+                                }
+                            }
+                            i += 2;
+                            continue;
+                        }
+                        (true, _) => in_string = false,
+                        (false, b'"') => in_string = true,
+                        (false, b'{') => depth += 1,
+                        (false, _) => {
+                            depth = depth.saturating_sub(1);
+                            if depth == 0 {
+                                return Ok(i + 1);
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+                None => {
+                    i = self.buf.len();
+                    if !self.fill()? {
+                        return Err(self.error(start, "the input ends inside an object"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The end (exclusive) of the complete JSON value starting at `pos`.
+    fn value_end(&mut self) -> Result<usize, ScanError> {
+        let start = self.pos;
+        let first = self.buf[start];
+        if first == b'{' {
+            return self.object_end();
+        }
+        let mut i = start;
+        let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+        let scalar = !matches!(first, b'{' | b'[' | b'"');
+        loop {
+            while i < self.buf.len() {
+                let b = self.buf[i];
+                if in_string {
+                    if escaped {
+                        escaped = false;
+                    } else if b == b'\\' {
+                        escaped = true;
+                    } else if b == b'"' {
+                        in_string = false;
+                        if depth == 0 {
+                            return Ok(i + 1);
+                        }
+                    }
+                } else if scalar {
+                    if matches!(b, b',' | b']' | b'}') || b.is_ascii_whitespace() {
+                        return Ok(i);
+                    }
+                } else {
+                    match b {
+                        b'"' => in_string = true,
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth = depth.saturating_sub(1);
+                            if depth == 0 {
+                                return Ok(i + 1);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                i += 1;
+            }
+            if !self.fill()? {
+                return if scalar && i > start {
+                    Ok(i)
+                } else {
+                    Err(self.error(start, "the input ends inside a value"))
+                };
+            }
+        }
+    }
+
+    /// The next complete value's bytes; `pos` moves past it.
+    fn next_value(&mut self) -> Result<std::ops::Range<usize>, ScanError> {
+        if self.peek()?.is_none() {
+            return Err(self.error(self.pos, "the input ends where a value was expected"));
+        }
+        let start = self.pos;
+        let end = self.value_end()?;
+        self.pos = end;
+        Ok(start..end)
     }
 }
 
-impl<'de> Visitor<'de> for Trace<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a Chrome trace object with traceEvents")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
+/// Walk the top-level object: `traceEvents` element by element into `acc`, the device names
+/// and the rank from their keys, everything else skipped.
+fn scan<R: Read>(sc: &mut Scanner<R>, acc: &mut Acc) -> Result<(), ScanError> {
+    sc.expect(b'{')?;
+    loop {
+        match sc.peek()? {
+            Some(b'}') => return Ok(()),
+            Some(b',') => {
+                sc.pos += 1;
+                continue;
+            }
+            Some(b'"') => {}
+            Some(b) => {
+                return Err(sc.error(sc.pos, format!("expected a key, found `{}`", b as char)))
+            }
+            None => return Err(sc.error(sc.pos, "the input ends inside the top-level object")),
+        }
+        let key_range = sc.next_value()?;
+        let key: String = serde_json::from_slice(&sc.buf[key_range.clone()])
+            .map_err(|e| sc.error(key_range.start, format!("bad key: {e}")))?;
+        sc.expect(b':')?;
+        if key == "traceEvents" {
+            sc.expect(b'[')?;
+            loop {
+                match sc.peek()? {
+                    Some(b']') => {
+                        sc.pos += 1;
+                        break;
+                    }
+                    Some(b',') => {
+                        sc.pos += 1;
+                        continue;
+                    }
+                    Some(_) => {}
+                    None => return Err(sc.error(sc.pos, "the input ends inside traceEvents")),
+                }
+                sc.compact();
+                let r = sc.next_value()?;
+                match serde_json::from_slice::<Event>(&sc.buf[r]) {
+                    Ok(e) => acc.add(e),
+                    Err(_) => {
+                        acc.events += 1;
+                        acc.skipped += 1;
+                    }
+                }
+            }
+        } else {
+            sc.compact();
+            let r = sc.next_value()?;
+            let bytes = &sc.buf[r];
             match key.as_str() {
-                "traceEvents" => map.next_value_seed(Events(self.0))?,
                 "deviceProperties" => {
-                    for p in map.next_value::<Vec<DeviceProperty>>()? {
-                        if let Some(n) = p.name {
-                            self.0.names.insert(p.id, n);
+                    if let Ok(props) = serde_json::from_slice::<Vec<DeviceProperty>>(bytes) {
+                        for p in props {
+                            if let Some(n) = p.name {
+                                acc.device_names.insert(p.id, n);
+                            }
                         }
                     }
                 }
-                "distributedInfo" => self.0.rank = map.next_value::<DistributedInfo>()?.rank,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
+                "distributedInfo" => {
+                    if let Ok(info) = serde_json::from_slice::<DistributedInfo>(bytes) {
+                        acc.rank = info.rank;
+                    }
                 }
+                _ => {}
             }
         }
-        Ok(())
-    }
-}
-
-struct Events<'a>(&'a mut Acc);
-
-impl<'de> DeserializeSeed<'de> for Events<'_> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Events<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of trace events")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        // An element that is not an event object is counted and skipped.
-        while let Some(MaybeEvent(e)) = seq.next_element::<MaybeEvent>()? {
-            match e {
-                Some(ev) => self.0.add(ev),
-                None => self.0.skipped += 1,
-            }
-        }
-        Ok(())
     }
 }
 
@@ -528,13 +790,11 @@ impl<'de> Visitor<'de> for Events<'_> {
 pub fn analyze_reader<R: Read>(reader: R) -> Parsed<TraceAnalysis> {
     let mut acc = Acc::default();
     let mut diagnostics = Vec::new();
-    let mut de =
-        serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 20, reader));
-    if let Err(e) = Trace(&mut acc).deserialize(&mut de) {
+    let mut scanner = Scanner::new(reader);
+    if let Err(e) = scan(&mut scanner, &mut acc) {
         diagnostics.push(Diag::general(format!(
-            "the trace stops being JSON at line {}, column {} ({e}): what came before is analysed",
-            e.line(),
-            e.column()
+            "the trace stops being JSON at byte {} ({}): what came before is analysed",
+            e.offset, e.message
         )));
     }
     if acc.skipped > 0 {
@@ -545,7 +805,7 @@ pub fn analyze_reader<R: Read>(reader: R) -> Parsed<TraceAnalysis> {
     }
     if acc.events == 0 {
         diagnostics.push(Diag::general("no traceEvents: not a Kineto / Chrome trace"));
-    } else if acc.kernel_count == 0 {
+    } else if !acc.gpu.iter().any(|g| g.kind == GpuKind::Kernel) {
         diagnostics.push(Diag::general(
             "no GPU kernels in the trace: it was recorded without CUDA activity (ProfilerActivity.CUDA)",
         ));

@@ -25,13 +25,26 @@ def inter(a, b):
 
 for path in sys.argv[1:]:
     ev = json.load(gzip.open(path))["traceEvents"]
+    # The window HTA uses: with two ProfilerStep#N or more, only GPU work whose launching
+    # runtime call started before the last step began.
+    steps = sorted({e["ts"] for e in ev if isinstance(e, dict) and e.get("ph") == "X"
+                    and e.get("cat") in ("cpu_op", "user_annotation")
+                    and str(e.get("name", "")).startswith("ProfilerStep#")})
+    runtime = {e["args"]["correlation"]: e["ts"] for e in ev if isinstance(e, dict) and e.get("ph") == "X"
+               and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    cutoff = steps[-1] if len(steps) >= 2 else None
+    def kept(e):
+        if cutoff is None:
+            return True
+        c = e.get("args", {}).get("correlation")
+        return c in runtime and runtime[c] < cutoff
     dev = collections.defaultdict(lambda: {"all": [], "comm": [], "comp": [], "k": 0.0})
     copies = collections.defaultdict(lambda: [0, 0])
     launches = kernels = 0
     for e in ev:
         if not isinstance(e, dict) or e.get("ph") != "X": continue
         c, a = e.get("cat"), e.get("args", {})
-        if c in ("kernel", "gpu_memcpy", "gpu_memset") and "device" in a:
+        if c in ("kernel", "gpu_memcpy", "gpu_memset") and "device" in a and kept(e):
             d = dev[a["device"]]; iv = (e["ts"], e["ts"] + e["dur"]); d["all"].append(iv)
             if c == "kernel":
                 kernels += 1; d["k"] += e["dur"]
@@ -40,9 +53,10 @@ for path in sys.argv[1:]:
                 for k in ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH"):
                     if k in e["name"]:
                         copies[k][0] += 1; copies[k][1] += a.get("bytes", 0)
-        if c in ("cuda_runtime", "cuda_driver") and (e["name"].startswith("cudaLaunchKernel") or e["name"].startswith("cuLaunchKernel")):
+        if c in ("cuda_runtime", "cuda_driver") and (e["name"].startswith("cudaLaunchKernel") or e["name"].startswith("cuLaunchKernel")) \
+                and (cutoff is None or e["ts"] < cutoff):
             launches += 1
-    print(path.split("/")[-1], "kernels", kernels, "launches", launches, "copies", dict(copies))
+    print(path.split("/")[-1], "steps", len(steps), "kernels", kernels, "launches", launches, "copies", dict(copies))
     for k in sorted(dev):
         d = dev[k]; u = union(d["all"]); span = u[-1][1] - u[0][0]; busy = sum(e - s for s, e in u)
         cm, cp = union(d["comm"]), union(d["comp"])

@@ -727,3 +727,49 @@ pub struct TraceAnalysis {
     pub copies: Vec<TraceCopies>,
     pub launches: TraceLaunches,
 }
+
+/// One row of an nsys API or OS runtime summary (cuda_api_sum, osrt_sum).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NsysCall {
+    pub name: String,
+    pub calls: u64,
+    pub total_us: f64,
+    pub mean_us: f64,
+    pub max_us: f64,
+    /// nsys's `Time (%)`: share of the report's total.
+    pub percent: f64,
+}
+
+/// One NVTX range of nvtx_sum.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NsysRange {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub style: Option<String>,
+    pub instances: u64,
+    pub total_us: f64,
+    pub mean_us: f64,
+}
+
+/// `nsys stats` reports, read into the tables the Kineto analysis uses where they mean the
+/// same (kernels, categories, copies, launches), plus the API, OS runtime and NVTX summaries.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NsysStats {
+    /// Reports read, by their nsys name (cuda_gpu_kern_sum, ...), and those nsys skipped.
+    pub reports: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    /// From cuda_gpu_kern_sum; names as nsys printed them (it cuts long ones with `…`).
+    pub kernels: Vec<TraceKernel>,
+    pub categories: Vec<TraceCategory>,
+    /// From cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum (nsys's MB are 10^6 bytes).
+    pub copies: Vec<TraceCopies>,
+    /// cudaLaunchKernel calls from cuda_api_sum against the kernels.
+    pub launches: TraceLaunches,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cuda_api: Vec<NsysCall>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub os_runtime: Vec<NsysCall>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvtx: Vec<NsysRange>,
+}

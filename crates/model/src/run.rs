@@ -450,7 +450,7 @@ const SPECS: [MethodSpec; 26] = [
     spec!(Nsys, tool: Some("nsys"), modes: &[Launch], python_only: false, gpu: true, torch: false, function: false,
         families: &[F::GpuUtilization, F::KernelLaunchOverhead, F::HostDeviceTransfers, F::PeerTransfers, F::NcclCollectives, F::CommComputeRatio], overhead: Low,
         "5-10% with cuda,nvtx tracing",
-        artifacts: &["report.nsys-rep", "stats/*.csv"], metrics: &["cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "cuda_api_sum", "nvtx_sum"]),
+        artifacts: &["report.nsys-rep", "nsys-stats.txt"], metrics: &["cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "cuda_api_sum", "nvtx_sum"]),
     spec!(NvidiaSmiTopo, tool: Some("nvidia_smi_topo"), modes: &[Machine], python_only: false, gpu: true, torch: false, function: false,
         families: &[F::Topology], overhead: Negligible,
         "none: one query",
@@ -604,6 +604,9 @@ pub struct RunMetrics {
     /// What NCCL said of its communicators, transports and collectives (nccl_debug).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<crate::metrics::NcclReport>,
+    /// `nsys stats` of the run's report (nsys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nsys: Option<crate::metrics::NsysStats>,
 }
 
 /// One run, as `run_profiler`, `get_run` and `list_runs` return it and the session's

@@ -8,6 +8,7 @@ pub mod kineto;
 pub mod line_profile;
 pub mod memray_stats;
 pub mod nccl_debug;
+pub mod nsys_stats;
 pub mod nvidia_smi_dmon;
 pub mod nvidia_smi_query;
 pub mod nvidia_smi_topo;

@@ -650,3 +650,78 @@ fn kineto_traces_agree_with_an_independent_count() {
         nccl.categories
     );
 }
+
+#[test]
+fn nsys_stats_reports_of_three_nsys_versions() {
+    use system_profile_parse::nsys_stats;
+    let cases = cases("nsys_stats");
+    assert_eq!(cases.len(), 3);
+    for case in &cases {
+        assert!(data_dir("nsys_stats")
+            .join(format!("{case}.source.md"))
+            .exists());
+        let p = nsys_stats::parse(&fixture("nsys_stats", case));
+        assert!(p.diagnostics.is_empty(), "{case}: {:?}", p.diagnostics);
+        insta::with_settings!({snapshot_suffix => case.clone()}, {
+            insta::assert_json_snapshot!("nsys_stats", p.value);
+        });
+    }
+    // Kernel rows and their summed Total Time (ns), counted separately with awk-like splitting.
+    for (case, rows, total_ns) in [
+        (
+            "pytorch-lm-2.7B-nsys2024.6-processing-format",
+            23,
+            3_389_068_613.0,
+        ),
+        (
+            "cuvs-cagra-search-8reports-thousands-sep",
+            22,
+            10_278_282_158.0,
+        ),
+        (
+            "cutlass-gemm-profile-stats-true-with-progress",
+            1,
+            5_954_009.0,
+        ),
+    ] {
+        let s = nsys_stats::parse(&fixture("nsys_stats", case)).value;
+        assert_eq!(s.kernels.len(), rows, "{case}");
+        let total: f64 = s.kernels.iter().map(|k| k.total_us).sum();
+        assert!((total * 1000.0 - total_ns).abs() < 1.0, "{case}: {total}");
+        assert!(s.reports.contains(&"cuda_gpu_kern_sum".to_string()));
+    }
+    let lm = nsys_stats::parse(&fixture(
+        "nsys_stats",
+        "pytorch-lm-2.7B-nsys2024.6-processing-format",
+    ))
+    .value;
+    let launch = lm
+        .cuda_api
+        .iter()
+        .find(|c| c.name == "cudaLaunchKernel")
+        .unwrap();
+    assert_eq!((launch.calls, launch.total_us), (7328, 2_361_231.070));
+    assert_eq!(lm.launches.launches, 7328);
+    let htod = lm.copies.iter().find(|c| c.direction == "HtoD").unwrap();
+    assert_eq!((htod.count, htod.total_us), (294, 4_460_346.194));
+    assert!(
+        lm.skipped.iter().any(|s| s.contains("NVTX")),
+        "{:?}",
+        lm.skipped
+    );
+    // Thousands separators, NVTX ranges with a style column, OS runtime calls.
+    let cuvs = nsys_stats::parse(&fixture(
+        "nsys_stats",
+        "cuvs-cagra-search-8reports-thousands-sep",
+    ))
+    .value;
+    assert_eq!(cuvs.nvtx.len(), 2);
+    assert_eq!(cuvs.nvtx[0].name, "CCCL:cub::DeviceRadixSort");
+    assert_eq!(
+        (cuvs.nvtx[0].instances, cuvs.nvtx[0].style.as_deref()),
+        (5862, Some("PushPop"))
+    );
+    assert_eq!(cuvs.os_runtime.len(), 31);
+    assert_eq!(cuvs.os_runtime[0].name, "pthread_cond_wait");
+    assert_eq!(cuvs.os_runtime[0].total_us, 124_349_071.840);
+}

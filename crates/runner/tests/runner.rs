@@ -383,9 +383,12 @@ async fn targets_that_do_not_fit_and_methods_not_built_are_errors_that_say_so() 
     .await
     .unwrap_err();
     assert_eq!(err.kind(), &RunErrorKind::ToolUnavailable);
-    let err = execute(&input(Method::Nsys, command(&["true"])), &place(dir.path()))
-        .await
-        .unwrap_err();
+    let err = execute(
+        &input(Method::MemoryProfiler, command(&["true"])),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(err.kind(), &RunErrorKind::NotImplemented);
     assert!(err.to_string().contains("time_v, measure, procfs_sampler"));
 }
@@ -947,5 +950,61 @@ if half == 0:
             .any(|w| w.starts_with("NCCL said nothing")),
         "{:?}",
         e.warnings
+    );
+}
+
+/// nsys cannot run here (no GPU driver), so a stand-in `nsys` writes an empty report, runs
+/// the command, and for `stats` prints what a real nsys 2024.6 printed for a PyTorch model
+/// (parse's tests/data): the plumbing, report file and parsed tables are what is checked.
+#[tokio::test]
+async fn nsys_profiles_the_command_then_reads_its_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../parse/tests/data/nsys_stats/pytorch-lm-2.7B-nsys2024.6-processing-format.txt"
+    );
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\necho \"$@\" >> {argv}\nif [ \"$1\" = profile ]; then\n  touch \"$7.nsys-rep\"\n  shift 7\n  exec \"$@\"\nfi\ncat {stats}\n",
+        argv = dir.path().join("argv.txt").display()
+    );
+    let path = bin.join("nsys");
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut run = input(
+        Method::Nsys,
+        command(&["sh", "-c", "echo ran > marker.txt"]),
+    );
+    run.env.insert(
+        "PATH".into(),
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+    );
+    let e = execute(&run, &place(&dir.path().join("nsys")))
+        .await
+        .unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert!(
+        dir.path().join("nsys/marker.txt").exists(),
+        "the command ran in its cwd"
+    );
+    let argv = std::fs::read_to_string(dir.path().join("argv.txt")).unwrap();
+    let mut lines = argv.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("profile --trace cuda,nvtx,osrt --force-overwrite true -o "));
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("stats --report cuda_gpu_kern_sum,"));
+    let n = e.metrics.nsys.as_ref().unwrap();
+    assert_eq!(n.kernels.len(), 23);
+    assert_eq!(n.launches.launches, 7328);
+    let kinds: Vec<&str> = e.artifacts.iter().map(|a| a.kind).collect();
+    assert!(
+        kinds.contains(&"nsys_rep") && kinds.contains(&"nsys_stats"),
+        "{kinds:?}"
     );
 }

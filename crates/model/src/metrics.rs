@@ -773,3 +773,33 @@ pub struct NsysStats {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nvtx: Vec<NsysRange>,
 }
+
+/// One line of a memory_profiler run: the process's resident memory after it ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryLine {
+    pub line: u32,
+    /// Source text of the line.
+    pub source: String,
+    /// Times it ran (0: never reached).
+    pub occurrences: u64,
+    /// Largest resident memory of the process seen after the line, MiB (psutil RSS / 2^20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_usage_mib: Option<f64>,
+    /// Resident memory the line added, summed over its runs, MiB (negative: it freed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub increment_mib: Option<f64>,
+}
+
+/// memory_profiler's view of one function.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryLineProfile {
+    pub function: String,
+    pub file: String,
+    /// Every line of the function, in source order.
+    pub lines: Vec<MemoryLine>,
+    /// The line that added the most, when any did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_increment_line: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_mib: Option<f64>,
+}

@@ -588,6 +588,9 @@ pub struct RunMetrics {
     /// Per-line times of one function (line_profiler).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_profile: Option<crate::metrics::LineProfile>,
+    /// Per-line memory of one function (memory_profiler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_lines: Option<crate::metrics::MemoryLineProfile>,
     /// Python allocations (tracemalloc).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_memory: Option<crate::metrics::PythonMemoryProfile>,

@@ -6,6 +6,7 @@ pub mod cprofile_json;
 pub mod folded;
 pub mod kineto;
 pub mod line_profile;
+pub mod memory_profile;
 pub mod memray_stats;
 pub mod nccl_debug;
 pub mod nsys_stats;

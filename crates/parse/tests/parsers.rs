@@ -725,3 +725,20 @@ fn nsys_stats_reports_of_three_nsys_versions() {
     assert_eq!(cuvs.os_runtime[0].name, "pthread_cond_wait");
     assert_eq!(cuvs.os_runtime[0].total_us, 124_349_071.840);
 }
+
+#[test]
+fn memory_profile_of_a_function_that_holds_64_mib() {
+    use system_profile_parse::memory_profile;
+    let p = memory_profile::parse(&fixture("memory_profile", "grow-64mib"));
+    assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+    let m = &p.value;
+    assert_eq!(
+        (m.function.as_str(), m.top_increment_line),
+        ("grow", Some(5))
+    );
+    assert_eq!(m.lines.len(), 6);
+    assert!((m.lines[2].increment_mib.unwrap() - 64.0).abs() < 0.1);
+    assert!((m.peak_mib.unwrap() - 86.4140625).abs() < 1e-9);
+    insta::assert_json_snapshot!("memory_profile", p.value);
+    assert!(!memory_profile::parse("{").diagnostics.is_empty());
+}

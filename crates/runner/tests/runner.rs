@@ -384,7 +384,7 @@ async fn targets_that_do_not_fit_and_methods_not_built_are_errors_that_say_so() 
     .unwrap_err();
     assert_eq!(err.kind(), &RunErrorKind::ToolUnavailable);
     let err = execute(
-        &input(Method::MemoryProfiler, command(&["true"])),
+        &input(Method::TorchProfiler, command(&["true"])),
         &place(dir.path()),
     )
     .await
@@ -1006,5 +1006,62 @@ async fn nsys_profiles_the_command_then_reads_its_stats() {
     assert!(
         kinds.contains(&"nsys_rep") && kinds.contains(&"nsys_stats"),
         "{kinds:?}"
+    );
+}
+
+/// `grow` holds 64 MiB from its line 5 for as long as it runs and frees it on line 7; the
+/// rest of the program is not traced.
+const GROW: &str = r#"import sys
+
+def grow(n):
+    keep = []
+    keep.append(bytearray(64 * 1024 * 1024))
+    total = sum(len(b) for b in keep)
+    del keep
+    return total
+
+class Box:
+    def small(self):
+        return [0] * 10
+
+print(grow(1), Box().small()[0])
+"#;
+
+#[tokio::test]
+async fn memory_profiler_finds_the_line_that_grows_memory() {
+    let py = python();
+    if !module(&py, "memory_profiler") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let grow = script(dir.path(), "grow.py", GROW);
+    let mut i = input(Method::MemoryProfiler, command(&[&py, &grow]));
+    i.options.function = Some("grow.py:grow".into());
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert!(
+        e.stdout_tail.starts_with("67108864 0"),
+        "the program ran as usual: {e:?}"
+    );
+    let m = e.metrics.memory_lines.as_ref().expect("a memory profile");
+    assert_eq!(m.function, "grow");
+    assert_eq!(m.top_increment_line, Some(5), "{m:?}");
+    let alloc = m.lines.iter().find(|l| l.line == 5).unwrap();
+    assert!(alloc.source.contains("bytearray(64 * 1024 * 1024)"));
+    assert_eq!(alloc.occurrences, 1);
+    // 64 MiB resident, give or take what the interpreter does around it.
+    let inc = alloc.increment_mib.unwrap();
+    assert!((60.0..70.0).contains(&inc), "{alloc:?}");
+    let freed = m.lines.iter().find(|l| l.line == 7).unwrap();
+    assert!(freed.increment_mib.unwrap() < -60.0, "{freed:?}");
+    // A method by its qualified name.
+    let mut i = input(Method::MemoryProfiler, command(&[&py, &grow]));
+    i.options.function = Some("grow.py:Box.small".into());
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    let m = e.metrics.memory_lines.as_ref().unwrap();
+    assert_eq!(
+        m.lines.iter().find(|l| l.line == 12).unwrap().occurrences,
+        1,
+        "{m:?}"
     );
 }

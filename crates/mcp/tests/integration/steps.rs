@@ -285,14 +285,14 @@ fn run_errors_say_what_to_do() {
         &mut s,
         1,
         "run_profiler",
-        json!({"profiler":"memory_profiler","target":{"command":["true"]}}),
+        json!({"profiler":"torch_profiler","target":{"command":["true"]}}),
     );
     assert_eq!(r["result"]["isError"], true, "{r}");
     assert!(
         r["result"]["content"][0]["text"]
             .as_str()
             .unwrap()
-            .contains("cannot run `memory_profiler` in this build yet"),
+            .contains("cannot run `torch_profiler` in this build yet"),
         "{r}"
     );
     let r = call(

@@ -803,3 +803,46 @@ pub struct MemoryLineProfile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_mib: Option<f64>,
 }
+
+/// One NVLink of a GPU, as `nvidia-smi nvlink` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NvLinkLink {
+    pub link: u32,
+    /// `<inactive>` links are listed with `active: false`.
+    pub active: bool,
+    /// Per direction, GB/s (`-s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_gbps: Option<f64>,
+    /// Cumulative counters (`-gt d`, `-gt r`), KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_tx_kib: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_rx_kib: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_tx_kib: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_rx_kib: Option<u64>,
+    /// `-c`: each capability (`P2P is supported`, ...) and whether it holds.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub capabilities: std::collections::BTreeMap<String, bool>,
+}
+
+/// One GPU's links.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NvLinkGpu {
+    pub gpu: u32,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    pub links: Vec<NvLinkLink>,
+    pub active_links: u32,
+    /// Sum of the active links' speeds, per direction, GB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_speed_gbps: Option<f64>,
+}
+
+/// `nvidia-smi nvlink` output: every GPU's links, their speeds, counters or capabilities.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NvLinkReport {
+    pub gpus: Vec<NvLinkGpu>,
+}

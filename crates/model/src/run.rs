@@ -607,6 +607,12 @@ pub struct RunMetrics {
     /// What NCCL said of its communicators, transports and collectives (nccl_debug).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<crate::metrics::NcclReport>,
+    /// The GPU and NIC topology matrix (nvidia_smi_topo).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::topology::GpuTopology>,
+    /// NVLink status, and with a window the bytes each link carried (nvlink_status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<crate::metrics::NvLinkReport>,
     /// `nsys stats` of the run's report (nsys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nsys: Option<crate::metrics::NsysStats>,

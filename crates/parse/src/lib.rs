@@ -11,6 +11,7 @@ pub mod memray_stats;
 pub mod nccl_debug;
 pub mod nsys_stats;
 pub mod nvidia_smi_dmon;
+pub mod nvidia_smi_nvlink;
 pub mod nvidia_smi_query;
 pub mod nvidia_smi_topo;
 pub mod perf_stat;

@@ -742,3 +742,60 @@ fn memory_profile_of_a_function_that_holds_64_mib() {
     insta::assert_json_snapshot!("memory_profile", p.value);
     assert!(!memory_profile::parse("{").diagnostics.is_empty());
 }
+
+#[test]
+fn nvlink_status_counters_and_capabilities() {
+    use system_profile_parse::nvidia_smi_nvlink;
+    let cases = cases("nvidia_smi_nvlink");
+    assert_eq!(cases.len(), 8);
+    for case in &cases {
+        assert!(data_dir("nvidia_smi_nvlink")
+            .join(format!("{case}.source.md"))
+            .exists());
+        let p = nvidia_smi_nvlink::parse(&fixture("nvidia_smi_nvlink", case));
+        assert!(p.diagnostics.is_empty(), "{case}: {:?}", p.diagnostics);
+        insta::with_settings!({snapshot_suffix => case.clone()}, {
+            insta::assert_json_snapshot!("nvidia_smi_nvlink", p.value);
+        });
+    }
+    let parse = |c: &str| nvidia_smi_nvlink::parse(&fixture("nvidia_smi_nvlink", c)).value;
+    // An H100 SXM: 18 links of 26.562 GB/s each way, 478 GB/s in all (counted with grep).
+    let h100 = parse("h100-status-i0");
+    assert_eq!(
+        (h100.gpus[0].active_links, h100.gpus[0].links.len()),
+        (18, 18)
+    );
+    assert!((h100.gpus[0].total_speed_gbps.unwrap() - 18.0 * 26.562).abs() < 1e-9);
+    // Tabs (driver 590's raw output) read the same as spaces.
+    assert_eq!(
+        parse("h100-drv590-nvlink-s-raw-tabs").gpus[0].links,
+        h100.gpus[0].links
+    );
+    // A100: 12 links of 25 GB/s on GPU 0; the paste stops after GPU 1's second link.
+    let a100 = parse("a100-sxm4-40gb-nvlink-s-partial");
+    assert_eq!(
+        (
+            a100.gpus.len(),
+            a100.gpus[0].links.len(),
+            a100.gpus[1].links.len()
+        ),
+        (2, 12, 2)
+    );
+    // H800 counters: 8 links with data TX and RX in KiB; busy far above idle.
+    let busy = parse("h800-gpu0-gt-d-during-training");
+    let idle = parse("h800-gpu0-gt-d-idle");
+    assert_eq!(busy.gpus[0].links.len(), 8);
+    assert_eq!(busy.gpus[0].links[0].data_tx_kib, Some(1_390_774_681));
+    assert!(busy.gpus[0]
+        .links
+        .iter()
+        .zip(&idle.gpus[0].links)
+        .all(|(b, i)| b.data_tx_kib > i.data_tx_kib));
+    let caps = parse("h100-capabilities-i0");
+    assert_eq!(caps.gpus[0].links.len(), 18);
+    assert_eq!(
+        caps.gpus[0].links[0].capabilities.get("P2P is supported"),
+        Some(&true)
+    );
+    assert!(!nvidia_smi_nvlink::parse("hello").diagnostics.is_empty());
+}

@@ -873,6 +873,179 @@ async fn memory_profiler(
     Ok(e)
 }
 
+/// Run one nvidia-smi query whose output is the artifact `file`; its text, or an error that
+/// says why nvidia-smi did not answer.
+async fn nvidia_smi_once(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    args: &[&str],
+    file: &str,
+) -> Result<String, RunError> {
+    let mut argv = vec!["nvidia-smi".to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let mut spec = CommandSpec::new(argv.iter().map(String::as_str)).cwd(&place.cwd);
+    for (k, v) in &input.env {
+        spec = spec.env(k, v);
+    }
+    let path = place.dir.join(file);
+    let opts = RunOptions {
+        timeout: Some(Duration::from_secs(60)),
+        stdout_path: Some(path.clone()),
+        ..Default::default()
+    };
+    let o = run(&spec, &opts).await?;
+    if !o.exit.success() {
+        return Err(RunError::new(
+            RunErrorKind::ToolUnavailable,
+            format!(
+                "`{}` failed ({:?}): {}",
+                argv.join(" "),
+                o.exit,
+                o.stdout
+                    .text()
+                    .lines()
+                    .chain(o.stderr.text().lines())
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("no output")
+                    .trim()
+            ),
+        ));
+    }
+    Ok(read(&path))
+}
+
+fn machine_execution(argv: Vec<String>, wall_s: f64) -> Execution {
+    Execution {
+        status: RunStatus::Completed,
+        argv,
+        exit_code: Some(0),
+        signal: None,
+        wall_s,
+        artifacts: Vec::new(),
+        metrics: RunMetrics::default(),
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+        warnings: Vec::new(),
+        error: None,
+    }
+}
+
+/// `nvidia-smi topo -m`: the GPU/NIC matrix, NVLink pairs and the GPU pairs that go over PCIe.
+async fn nvidia_smi_topo(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+) -> Result<Execution, RunError> {
+    let started = Instant::now();
+    let text = nvidia_smi_once(input, place, &["topo", "-m"], "topo.txt").await?;
+    let parsed = system_profile_parse::nvidia_smi_topo::parse(&text);
+    let mut e = machine_execution(
+        vec!["nvidia-smi".into(), "topo".into(), "-m".into()],
+        started.elapsed().as_secs_f64(),
+    );
+    e.warnings.extend(
+        parsed
+            .diagnostics
+            .iter()
+            .map(|d| format!("topo: {}", d.message)),
+    );
+    if !parsed.value.pcie_gpu_pairs.is_empty() {
+        e.warnings.push(format!(
+            "{} GPU pair(s) have no NVLink between them and talk over PCIe: see metrics.topology.pcie_gpu_pairs",
+            parsed.value.pcie_gpu_pairs.len()
+        ));
+    }
+    e.metrics.topology = Some(parsed.value);
+    e.artifacts
+        .extend(file_artifact(place.dir.join("topo.txt"), "nvidia_smi_topo"));
+    Ok(e)
+}
+
+/// `nvidia-smi nvlink -s` (links and speeds), and `-gt d` at the start and the end of the
+/// window: the data each link carried meanwhile, as counters in the report (end minus start).
+async fn nvlink_status(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let started = Instant::now();
+    let status = nvidia_smi_once(input, place, &["nvlink", "-s"], "nvlink-status.txt").await?;
+    let mut parsed = system_profile_parse::nvidia_smi_nvlink::parse(&status);
+    let mut warnings: Vec<String> = parsed
+        .diagnostics
+        .iter()
+        .map(|d| format!("nvlink -s: {}", d.message))
+        .collect();
+    let window_s = input.duration_s.unwrap_or(0.0);
+    if window_s > 0.0 {
+        let before = nvidia_smi_once(
+            input,
+            place,
+            &["nvlink", "-gt", "d"],
+            "nvlink-counters-start.txt",
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs_f64(window_s)).await;
+        let after = nvidia_smi_once(
+            input,
+            place,
+            &["nvlink", "-gt", "d"],
+            "nvlink-counters-end.txt",
+        )
+        .await;
+        match (before, after) {
+            (Ok(b), Ok(a)) => {
+                let (b, a) = (
+                    system_profile_parse::nvidia_smi_nvlink::parse(&b).value,
+                    system_profile_parse::nvidia_smi_nvlink::parse(&a).value,
+                );
+                for g in &mut parsed.value.gpus {
+                    let find = |r: &system_profile_model::metrics::NvLinkReport, link: u32| {
+                        r.gpus
+                            .iter()
+                            .find(|x| x.gpu == g.gpu)
+                            .and_then(|x| x.links.iter().find(|l| l.link == link).cloned())
+                    };
+                    for l in &mut g.links {
+                        if let (Some(x), Some(y)) = (find(&b, l.link), find(&a, l.link)) {
+                            l.data_tx_kib = y
+                                .data_tx_kib
+                                .zip(x.data_tx_kib)
+                                .map(|(y, x)| y.saturating_sub(x));
+                            l.data_rx_kib = y
+                                .data_rx_kib
+                                .zip(x.data_rx_kib)
+                                .map(|(y, x)| y.saturating_sub(x));
+                        }
+                    }
+                }
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                warnings.push(format!("no NVLink counters over the window: {e}"))
+            }
+        }
+    }
+    let inactive: u32 = parsed
+        .value
+        .gpus
+        .iter()
+        .map(|g| g.links.len() as u32 - g.active_links)
+        .sum();
+    if inactive > 0 {
+        warnings.push(format!("{inactive} NVLink link(s) are inactive"));
+    }
+    let mut e = machine_execution(
+        vec!["nvidia-smi".into(), "nvlink".into(), "-s".into()],
+        started.elapsed().as_secs_f64(),
+    );
+    e.warnings = warnings;
+    e.metrics.nvlink = Some(parsed.value);
+    for f in [
+        "nvlink-status.txt",
+        "nvlink-counters-start.txt",
+        "nvlink-counters-end.txt",
+    ] {
+        e.artifacts
+            .extend(file_artifact(place.dir.join(f), "nvidia_smi_nvlink"));
+    }
+    Ok(e)
+}
+
 async fn custom(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
     let argv = command_of(input)?;
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
@@ -1652,7 +1825,7 @@ async fn memray(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution,
 }
 
 /// The methods this build runs.
-pub const IMPLEMENTED: [Method; 23] = [
+pub const IMPLEMENTED: [Method; 25] = [
     Method::TimeV,
     Method::Measure,
     Method::ProcfsSampler,
@@ -1676,6 +1849,8 @@ pub const IMPLEMENTED: [Method; 23] = [
     Method::NcclDebug,
     Method::Nsys,
     Method::MemoryProfiler,
+    Method::NvidiaSmiTopo,
+    Method::NvlinkStatus,
 ];
 
 /// Run `input` in `place`. The future can be dropped at any point: the run's process group
@@ -1706,6 +1881,8 @@ pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
         Method::NcclDebug => nccl_debug(input, place).await,
         Method::Nsys => nsys(input, place).await,
         Method::MemoryProfiler => memory_profiler(input, place).await,
+        Method::NvidiaSmiTopo => nvidia_smi_topo(input, place).await,
+        Method::NvlinkStatus => nvlink_status(input, place).await,
         Method::Vmstat | Method::Iostat | Method::Mpstat | Method::Pidstat => {
             sysstat(input, place).await
         }

@@ -823,8 +823,9 @@ fn fake_nvidia_smi(dir: &Path) -> String {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let script = format!(
-        "#!/bin/sh\necho \"$@\" >> {argv}\ncase \"$1\" in\n  dmon) cat {data}/nvidia_smi_dmon/h200-drv590-load.txt\n        case \"$*\" in *-c*) exit 0;; esac;;\n  *) cat {data}/nvidia_smi_query/h200-drv590-load-query-gpu-allfields.txt;;\nesac\nexec sleep 30\n",
+        "#!/bin/sh\necho \"$@\" >> {argv}\ncase \"$1\" in\n  dmon) cat {data}/nvidia_smi_dmon/h200-drv590-load.txt\n        case \"$*\" in *-c*) exit 0;; esac;;\n  topo) cat {data}/nvidia_smi_topo/aws-g6e-4gpu-pcie-node.txt; exit 0;;\n  nvlink) case \"$2\" in\n      -s) cat {data}/nvidia_smi_nvlink/h100-status-i0.txt;;\n      *) if [ -f {seen} ]; then cat {data}/nvidia_smi_nvlink/h800-gpu0-gt-d-during-training.txt; else touch {seen}; cat {data}/nvidia_smi_nvlink/h800-gpu0-gt-d-idle.txt; fi;;\n    esac\n    exit 0;;\n  *) cat {data}/nvidia_smi_query/h200-drv590-load-query-gpu-allfields.txt;;\nesac\nexec sleep 30\n",
         argv = dir.join("argv.txt").display(),
+        seen = dir.join("counters-read-once").display(),
     );
     let path = bin.join("nvidia-smi");
     std::fs::write(&path, script).unwrap();
@@ -1063,5 +1064,42 @@ async fn memory_profiler_finds_the_line_that_grows_memory() {
         m.lines.iter().find(|l| l.line == 12).unwrap().occurrences,
         1,
         "{m:?}"
+    );
+}
+
+/// Topology and NVLink through the same stand-in nvidia-smi: a 4-GPU PCIe node's matrix (every
+/// pair over PCIe, flagged) and an H100's 18 links, with counters read at both ends of the
+/// window (an H800's idle and busy counters: the difference is what the links carried).
+#[tokio::test]
+async fn topology_and_nvlink_status_read_the_interconnect() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fake_nvidia_smi(dir.path());
+    let mut topo = input(Method::NvidiaSmiTopo, RunTarget::System { system: true });
+    topo.env.insert("PATH".into(), path.clone());
+    let e = execute(&topo, &place(&dir.path().join("topo")))
+        .await
+        .unwrap();
+    let t = e.metrics.topology.as_ref().unwrap();
+    assert_eq!(t.nvlink_gpu_pairs, 0);
+    assert_eq!(t.pcie_gpu_pairs.len(), 6, "4 GPUs, 6 pairs, all over PCIe");
+    assert!(
+        e.warnings.iter().any(|w| w.contains("6 GPU pair(s)")),
+        "{:?}",
+        e.warnings
+    );
+
+    let mut nv = input(Method::NvlinkStatus, RunTarget::System { system: true });
+    nv.duration_s = Some(0.2);
+    nv.env.insert("PATH".into(), path);
+    let e = execute(&nv, &place(&dir.path().join("nvlink")))
+        .await
+        .unwrap();
+    let g = &e.metrics.nvlink.as_ref().unwrap().gpus[0];
+    assert_eq!(g.active_links, 18);
+    // Link 0 carried 1,390,774,681 - 5,863,784 KiB of data out over the window.
+    assert_eq!(g.links[0].data_tx_kib, Some(1_390_774_681 - 5_863_784));
+    assert_eq!(
+        g.links[17].data_tx_kib, None,
+        "the H800 fixture has 8 links"
     );
 }

@@ -6,6 +6,7 @@ pub mod detect;
 pub mod diag;
 pub mod instrument;
 pub mod metrics;
+pub mod peaks;
 pub mod plan;
 pub mod recipe;
 pub mod run;

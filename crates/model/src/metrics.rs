@@ -443,6 +443,9 @@ pub struct GpuDeviceSummary {
     /// Processes seen on it, by peak memory, largest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<GpuProcessMemory>,
+    /// PCIe and NVLink rates against their peaks, each saying which peak.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vs_peak: Vec<crate::peaks::PeakUse>,
 }
 
 /// How evenly the work spread over the GPUs (two or more).
@@ -497,6 +500,11 @@ pub struct GpuDeviceFacts {
     pub pci_bus_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem_total_bytes: Option<u64>,
+    /// The PCIe link as the device reports it now (it trains down when idle on some GPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie_gen: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie_width: Option<u32>,
 }
 
 /// A process seen on a GPU at one reading.
@@ -678,6 +686,10 @@ pub struct TraceCopies {
     pub bandwidth_gbps: f64,
     /// Counts by size: < 1 KiB, < 64 KiB, < 1 MiB, < 16 MiB, >= 16 MiB.
     pub size_buckets: Vec<u64>,
+    /// The bandwidth against the link it crossed (PCIe for HtoD/DtoH, NVLink for PtoP, device
+    /// memory for DtoD), when the GPU model is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_peak: Option<crate::peaks::PeakUse>,
 }
 
 /// What launching kernels costs the CPU, against what the kernels take.

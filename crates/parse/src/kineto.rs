@@ -16,6 +16,7 @@ use system_profile_model::metrics::{
     TraceAnalysis, TraceCategory, TraceCopies, TraceDeviceTime, TraceKernel, TraceLaunches,
     TraceWindow,
 };
+use system_profile_model::peaks::{gpu_peaks, pcie_gbps_per_direction, GpuModelPeaks, PeakUse};
 use system_profile_model::{Diag, Parsed};
 
 /// Kernels listed by name; the rest are summed into `other_kernels`.
@@ -410,19 +411,24 @@ impl Acc {
                 percent: pct(total_us, kernel_total),
             }
         });
+        let model = self.device_names.values().next().and_then(|n| gpu_peaks(n));
         let copies = copies
             .into_iter()
-            .map(|(direction, c)| TraceCopies {
-                direction: direction.to_string(),
-                count: c.count,
-                bytes: c.bytes,
-                total_us: c.total,
-                bandwidth_gbps: if c.total > 0.0 {
+            .map(|(direction, c)| {
+                let bandwidth_gbps = if c.total > 0.0 {
                     c.bytes as f64 / (c.total * 1e-6) / 1e9
                 } else {
                     0.0
-                },
-                size_buckets: c.buckets.to_vec(),
+                };
+                TraceCopies {
+                    vs_peak: model.and_then(|m| copy_peak(direction, bandwidth_gbps, m)),
+                    direction: direction.to_string(),
+                    count: c.count,
+                    bytes: c.bytes,
+                    total_us: c.total,
+                    bandwidth_gbps,
+                    size_buckets: c.buckets.to_vec(),
+                }
             })
             .collect();
         delays.sort_by(f64::total_cmp);
@@ -462,6 +468,30 @@ impl Acc {
             },
         }
     }
+}
+
+/// A copy direction's bandwidth against the link it crossed, from the datasheet of the
+/// trace's GPU model.
+pub fn copy_peak(direction: &str, gbps: f64, m: &GpuModelPeaks) -> Option<PeakUse> {
+    let (peak, what) = match direction {
+        "HtoD" | "DtoH" => (
+            pcie_gbps_per_direction(m.pcie_gen, m.pcie_width)?,
+            format!("PCIe gen {} x{}", m.pcie_gen, m.pcie_width),
+        ),
+        "DtoD" => (m.memory_bandwidth_gbps, "device memory".to_string()),
+        "PtoP" => (
+            m.nvlink_gbps_per_direction?,
+            "NVLink per direction".to_string(),
+        ),
+        _ => return None,
+    };
+    Some(PeakUse::new(
+        format!("{direction} copies"),
+        gbps,
+        peak,
+        "GB/s",
+        format!("datasheet: {} {what}", m.name_contains),
+    ))
 }
 
 /// Sort and merge overlapping intervals.

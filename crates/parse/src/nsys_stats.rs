@@ -217,6 +217,7 @@ pub fn parse(input: &str) -> Parsed<NsysStats> {
                             total_us: 0.0,
                             bandwidth_gbps: 0.0,
                             size_buckets: Vec::new(),
+                            vs_peak: None,
                         });
                     if t.report == "cuda_gpu_mem_time_sum" {
                         c.count += t.num(r, "Count").unwrap_or(0.0) as u64;

@@ -159,6 +159,9 @@ pub fn add(readings: &mut GpuReadings, input: &str) -> Vec<Diag> {
                 uuid,
                 pci_bus_id: text("pci.bus_id"),
                 mem_total_bytes: num(&["memory.total"]).map(|m| (m * MIB) as u64),
+                pcie_gen: num(&["pcie.link.gen.gpucurrent", "pcie.link.gen.current"])
+                    .map(|g| g as u32),
+                pcie_width: num(&["pcie.link.width.current"]).map(|w| w as u32),
             });
         }
         let t_s = match text("timestamp").as_deref().and_then(timestamp_s) {

@@ -8,6 +8,7 @@ use system_profile_model::metrics::{
     GpuBalance, GpuDeviceFacts, GpuDeviceSummary, GpuProcessMemory, GpuReadings, GpuSample,
     GpuSummary, SeriesStats,
 };
+use system_profile_model::peaks::{gpu_peaks, pcie_gbps_per_direction, PeakUse};
 
 /// Values kept per quantity for the percentiles; past this a uniform reservoir stands in for
 /// them (mean, min and max stay exact). At 10 Hz that is almost three hours.
@@ -169,7 +170,9 @@ impl GpuSeries {
                     })
                     .collect();
                 processes.sort_by_key(|p| std::cmp::Reverse(p.used_memory_peak_bytes));
+                let vs_peak = peaks_of(&d.facts, &d.series);
                 GpuDeviceSummary {
+                    vs_peak,
                     gpu: *gpu,
                     name: d.facts.name.clone(),
                     uuid: d.facts.uuid.clone(),
@@ -200,6 +203,59 @@ impl GpuSeries {
             sampler_cpu_s: None,
         }
     }
+}
+
+/// PCIe and NVLink rates (mean and largest) against the link's peak: PCIe from the link the
+/// device reports, else the datasheet's; NVLink from the datasheet.
+fn peaks_of(facts: &GpuDeviceFacts, series: &BTreeMap<&'static str, Running>) -> Vec<PeakUse> {
+    let model = facts.name.as_deref().and_then(gpu_peaks);
+    let pcie = match (facts.pcie_gen, facts.pcie_width) {
+        (Some(g), Some(w)) => {
+            pcie_gbps_per_direction(g, w).map(|p| (p, format!("the device: PCIe gen {g} x{w}")))
+        }
+        _ => model.and_then(|m| {
+            pcie_gbps_per_direction(m.pcie_gen, m.pcie_width).map(|p| {
+                (
+                    p,
+                    format!(
+                        "datasheet: {} (PCIe gen {} x{})",
+                        m.name_contains, m.pcie_gen, m.pcie_width
+                    ),
+                )
+            })
+        }),
+    };
+    let nvlink = model.and_then(|m| {
+        m.nvlink_gbps_per_direction.map(|p| {
+            (
+                p,
+                format!("datasheet: {} NVLink per direction", m.name_contains),
+            )
+        })
+    });
+    let mut out = Vec::new();
+    for (field, peak) in [
+        ("pcie_tx_bytes_per_s", &pcie),
+        ("pcie_rx_bytes_per_s", &pcie),
+        ("nvlink_tx_bytes_per_s", &nvlink),
+        ("nvlink_rx_bytes_per_s", &nvlink),
+    ] {
+        let (Some(stats), Some((peak, source))) =
+            (series.get(field).and_then(Running::stats), peak)
+        else {
+            continue;
+        };
+        for (which, value) in [("mean", stats.mean), ("max", stats.max)] {
+            out.push(PeakUse::new(
+                format!("{field} {which}"),
+                value / 1e9,
+                *peak,
+                "GB/s",
+                source.clone(),
+            ));
+        }
+    }
+    out
 }
 
 /// Spread of utilisation and memory over two or more GPUs.
@@ -284,6 +340,31 @@ mod tests {
         assert_eq!((s.samples, s.min, s.max), (n, 0.0, 999.0));
         assert!((s.p50 - 500.0).abs() < 15.0, "{s:?}");
         assert!((s.p95 - 950.0).abs() < 15.0, "{s:?}");
+    }
+
+    #[test]
+    fn rates_against_the_link_they_cross() {
+        let mut s = GpuSeries::new();
+        s.set_facts(GpuDeviceFacts {
+            gpu: 0,
+            name: Some("NVIDIA H200".into()),
+            pcie_gen: Some(4),
+            pcie_width: Some(16),
+            ..Default::default()
+        });
+        s.add(&GpuSample {
+            gpu: 0,
+            pcie_tx_bytes_per_s: Some(15.752e9),
+            nvlink_rx_bytes_per_s: Some(225e9),
+            ..Default::default()
+        });
+        let d = &s.summary("test", 1.0, None).devices[0];
+        let pcie = d.vs_peak.iter().find(|p| p.quantity == "pcie_tx_bytes_per_s mean").unwrap();
+        // The link trained at gen 4 is what the rate is divided by, not the H200's gen 5.
+        assert!((pcie.percent - 50.0).abs() < 1e-6, "{pcie:?}");
+        assert_eq!(pcie.peak_source, "the device: PCIe gen 4 x16");
+        let nv = d.vs_peak.iter().find(|p| p.quantity == "nvlink_rx_bytes_per_s max").unwrap();
+        assert_eq!((nv.percent, nv.peak_source.as_str()), (50.0, "datasheet: H200 NVLink per direction"));
     }
 
     #[test]

@@ -221,6 +221,8 @@ fn sample_loop(
             uuid: device.uuid().ok(),
             pci_bus_id: device.pci_info().ok().map(|p| p.bus_id),
             mem_total_bytes: device.memory_info().ok().map(|m| m.total),
+            pcie_gen: device.current_pcie_link_gen().ok(),
+            pcie_width: device.current_pcie_link_width().ok(),
         });
         readers.push(Reader {
             index,

@@ -613,6 +613,9 @@ pub struct RunMetrics {
     /// NVLink status, and with a window the bytes each link carried (nvlink_status).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvlink: Option<crate::metrics::NvLinkReport>,
+    /// The Kineto trace the run wrote, analysed (torch_profiler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::metrics::TraceAnalysis>,
     /// `nsys stats` of the run's report (nsys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nsys: Option<crate::metrics::NsysStats>,

@@ -383,14 +383,19 @@ async fn targets_that_do_not_fit_and_methods_not_built_are_errors_that_say_so() 
     .await
     .unwrap_err();
     assert_eq!(err.kind(), &RunErrorKind::ToolUnavailable);
+    // Every method of the catalog runs; a Python-only one says what command it needs.
+    assert_eq!(system_profile_runner::IMPLEMENTED.len(), Method::ALL.len());
+    assert!(Method::ALL
+        .iter()
+        .all(|m| system_profile_runner::IMPLEMENTED.contains(m)));
     let err = execute(
         &input(Method::TorchProfiler, command(&["true"])),
         &place(dir.path()),
     )
     .await
     .unwrap_err();
-    assert_eq!(err.kind(), &RunErrorKind::NotImplemented);
-    assert!(err.to_string().contains("time_v, measure, procfs_sampler"));
+    assert_eq!(err.kind(), &RunErrorKind::BadTarget);
+    assert!(err.to_string().contains("runs Python code"), "{err}");
 }
 
 /// On a machine with a GPU the NVML sampler reads every GPU over the window and `measure` adds
@@ -1102,4 +1107,67 @@ async fn topology_and_nvlink_status_read_the_interconnect() {
         g.links[17].data_tx_kib, None,
         "the H800 fixture has 8 links"
     );
+}
+
+/// A small training loop: six optimizer steps of a linear model on the CPU.
+const TRAIN: &str = r#"import torch
+model = torch.nn.Linear(64, 64)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(6):
+    x = torch.randn(32, 64)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("trained")
+"#;
+
+#[tokio::test]
+async fn torch_profiler_traces_a_training_loop_on_its_schedule() {
+    let py = python();
+    if !module(&py, "torch") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let train = script(dir.path(), "train.py", TRAIN);
+    let mut i = input(Method::TorchProfiler, command(&[&py, &train]));
+    i.options.schedule = Some(system_profile_model::run::TorchSchedule {
+        wait: 1,
+        warmup: 1,
+        active: 2,
+        repeat: 1,
+    });
+    i.options.record_shapes = Some(true);
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert!(e.stdout_tail.contains("trained"));
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("run/torch-profiler.json")).unwrap(),
+    )
+    .unwrap();
+    // Every optimizer step was seen; one active cycle of two steps was exported.
+    assert_eq!(state["steps"], 6, "{state}");
+    assert_eq!(state["traces"].as_array().unwrap().len(), 1, "{state}");
+    let t = e.metrics.trace.as_ref().expect("the trace analysed");
+    assert!(t.events > 50, "{t:?}");
+    // Two ProfilerStep annotations in the active cycle.
+    assert_eq!(t.window.profiler_steps, 2, "{:?}", t.window);
+    if state["cuda"] == false {
+        assert!(
+            e.warnings.iter().any(|w| w.contains("no GPU")),
+            "{:?}",
+            e.warnings
+        );
+    }
+    assert!(e.artifacts.iter().any(|a| a.kind == "kineto_trace"));
+
+    // Without a schedule the whole run is one trace.
+    let e = execute(
+        &input(Method::TorchProfiler, command(&[&py, &train])),
+        &place(&dir.path().join("whole")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert!(e.metrics.trace.as_ref().unwrap().events > 100);
 }

@@ -359,12 +359,23 @@ mod tests {
             ..Default::default()
         });
         let d = &s.summary("test", 1.0, None).devices[0];
-        let pcie = d.vs_peak.iter().find(|p| p.quantity == "pcie_tx_bytes_per_s mean").unwrap();
+        let pcie = d
+            .vs_peak
+            .iter()
+            .find(|p| p.quantity == "pcie_tx_bytes_per_s mean")
+            .unwrap();
         // The link trained at gen 4 is what the rate is divided by, not the H200's gen 5.
         assert!((pcie.percent - 50.0).abs() < 1e-6, "{pcie:?}");
         assert_eq!(pcie.peak_source, "the device: PCIe gen 4 x16");
-        let nv = d.vs_peak.iter().find(|p| p.quantity == "nvlink_rx_bytes_per_s max").unwrap();
-        assert_eq!((nv.percent, nv.peak_source.as_str()), (50.0, "datasheet: H200 NVLink per direction"));
+        let nv = d
+            .vs_peak
+            .iter()
+            .find(|p| p.quantity == "nvlink_rx_bytes_per_s max")
+            .unwrap();
+        assert_eq!(
+            (nv.percent, nv.peak_source.as_str()),
+            (50.0, "datasheet: H200 NVLink per direction")
+        );
     }
 
     #[test]

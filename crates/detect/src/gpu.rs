@@ -58,18 +58,7 @@ pub async fn probe(timeout: Duration) -> GpuProbe {
                     env.driver_version = o.stdout.text().lines().next().map(|s| s.trim().into());
                 }
             }
-            Ok(o) => {
-                nvidia_smi_error = Some(
-                    o.stdout
-                        .text()
-                        .lines()
-                        .chain(o.stderr.text().lines())
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("no output")
-                        .trim()
-                        .to_string(),
-                )
-            }
+            Ok(o) => nvidia_smi_error = Some(o.first_line()),
             Err(e) => nvidia_smi_error = Some(e.to_string()),
         }
         if env.topology.is_none() && nvidia_smi_works {

@@ -118,6 +118,20 @@ pub struct Outcome {
     pub killed_leftovers: bool,
 }
 
+impl Outcome {
+    /// The first non-blank line the program printed (stdout, then stderr), trimmed: what a
+    /// tool says when it refuses; `no output` when it said nothing.
+    pub fn first_line(&self) -> String {
+        let (out, err) = (self.stdout.text(), self.stderr.text());
+        out.lines()
+            .chain(err.lines())
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no output")
+            .trim()
+            .to_string()
+    }
+}
+
 /// Start `spec`, supervise it as `opts` says, and return how it ended. The child leads its own
 /// process group; when the future is dropped before the end, the whole group is killed.
 pub async fn run(spec: &CommandSpec, opts: &RunOptions) -> Result<Outcome, ExecError> {

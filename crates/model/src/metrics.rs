@@ -323,9 +323,10 @@ pub struct PythonMemoryProfile {
     /// Traced memory at exit and at its peak.
     pub current_bytes: u64,
     pub peak_bytes: u64,
-    /// Sites live at the snapshot taken nearest the peak, by size. Snapshots are taken every
-    /// `interval_s` when memory has grown 10%: a peak shorter than the interval may be missed;
-    /// `peak_sites_at_bytes` says how much was traced when this one was taken.
+    /// Sites live at the snapshot taken nearest the peak, by size. Snapshots are taken, checking
+    /// every `interval_s`, when memory has grown 10%, and when it stops growing at a new high:
+    /// a peak shorter than the interval may be missed; `peak_sites_at_bytes` says how much was
+    /// traced when this one was taken.
     pub peak_sites_by_size: Vec<AllocationSite>,
     pub peak_sites_at_bytes: u64,
     /// Sites live at exit, by size and by count.

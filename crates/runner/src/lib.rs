@@ -557,14 +557,7 @@ async fn nvidia_smi(input: &RunProfilerInput, place: &RunPlace) -> Result<Execut
                     format!(
                         "nvidia-smi failed ({:?}): {}",
                         outcome.exit,
-                        outcome
-                            .stdout
-                            .text()
-                            .lines()
-                            .chain(outcome.stderr.text().lines())
-                            .find(|l| !l.trim().is_empty())
-                            .unwrap_or("no output")
-                            .trim()
+                        outcome.first_line()
                     ),
                 ));
             }
@@ -822,18 +815,7 @@ async fn memory_profiler(
     input: &RunProfilerInput,
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
-    let Some(function) = input.options.function.as_deref() else {
-        return Err(RunError::new(
-            RunErrorKind::BadTarget,
-            "memory_profiler needs options.function (`path/to/file.py:Class.method`)",
-        ));
-    };
-    let (file, qualname) = function.rsplit_once(':').ok_or_else(|| {
-        RunError::new(
-            RunErrorKind::BadTarget,
-            format!("options.function {function:?} is not `file.py:qualname`"),
-        )
-    })?;
+    let (file, qualname) = function_of(input)?;
     let (interpreter, script) = split_python(input)?;
     let python = interpreter[0].clone();
     let rows = place.dir.join("memory_profiler.json");
@@ -899,13 +881,7 @@ async fn nvidia_smi_once(
                 "`{}` failed ({:?}): {}",
                 argv.join(" "),
                 o.exit,
-                o.stdout
-                    .text()
-                    .lines()
-                    .chain(o.stderr.text().lines())
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("no output")
-                    .trim()
+                o.first_line()
             ),
         ));
     }
@@ -1716,19 +1692,27 @@ for (f, line, fname), rows in st.timings.items():
 json.dump(result, open(out, "w"))
 "#;
 
-async fn line_profiler(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+/// `options.function` as (file, qualname), for the methods that profile one function.
+fn function_of(input: &RunProfilerInput) -> Result<(&str, &str), RunError> {
     let Some(function) = input.options.function.as_deref() else {
         return Err(RunError::new(
             RunErrorKind::BadTarget,
-            "line_profiler needs options.function (`path/to/file.py:Class.method`)",
+            format!(
+                "{} needs options.function (`path/to/file.py:Class.method`)",
+                input.profiler.id()
+            ),
         ));
     };
-    let (file, qualname) = function.rsplit_once(':').ok_or_else(|| {
+    function.rsplit_once(':').ok_or_else(|| {
         RunError::new(
             RunErrorKind::BadTarget,
             format!("options.function {function:?} is not `file.py:qualname`"),
         )
-    })?;
+    })
+}
+
+async fn line_profiler(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    let (file, qualname) = function_of(input)?;
     let (interpreter, script) = split_python(input)?;
     let python = interpreter[0].clone();
     let lprof = place.dir.join("line_profiler.lprof");
@@ -1811,13 +1795,19 @@ state = {"timeline": [], "peak_sites": [], "snap_at": 0}
 stop = threading.Event()
 t0 = time.monotonic()
 def watch():
+    last = 0
     while not stop.wait(interval):
         cur, peak = tracemalloc.get_traced_memory()
         if len(state["timeline"]) < 100000:
             state["timeline"].append([round(time.monotonic() - t0, 4), cur, peak])
-        if cur > max(state["snap_at"] * 1.1, 1 << 20):
+        # A new snapshot every 10% of growth, and once more when growth stops at a new high
+        # (a plateau 1% above the last snapshot): the peak itself, not the ramp before it.
+        grew = cur > max(state["snap_at"] * 1.1, 1 << 20)
+        plateau = cur > max(state["snap_at"] * 1.01, 1 << 20) and cur <= last * 1.001
+        if grew or plateau:
             state["snap_at"] = cur
             state["peak_sites"] = top(tracemalloc.take_snapshot())
+        last = cur
 tracemalloc.start(depth)
 watcher = threading.Thread(target=watch, daemon=True)
 watcher.start()

@@ -5,6 +5,7 @@
 //! (`gpu`). Readers never fail on a process or a device that vanishes between two reads: it is
 //! simply absent.
 
+mod background;
 pub mod gpu;
 #[cfg(target_os = "linux")]
 pub mod nvml;

@@ -16,6 +16,7 @@
 //!
 //! A quantity the device does not support is asked once and then left out.
 
+use crate::background::{pace, Background};
 use crate::gpu::GpuSeries;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
@@ -26,7 +27,6 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use system_profile_model::metrics::{GpuDeviceFacts, GpuSample, GpuSummary};
 
@@ -76,16 +76,7 @@ impl Default for NvmlSamplerConfig {
 }
 
 /// A running NVML sampler; `stop` ends it and returns the summary.
-pub struct NvmlSampler {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<GpuSummary>>,
-}
-
-impl Drop for NvmlSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
+pub struct NvmlSampler(Background<GpuSummary>);
 
 impl NvmlSampler {
     /// Start reading the GPUs now; an error when NVML or a GPU is missing.
@@ -109,27 +100,18 @@ impl NvmlSampler {
                 reason: "NVML loaded but reports no GPU".into(),
             });
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name("nvml-sampler".into())
-            .spawn(move || sample_loop(nvml, &wanted, &config, &flag))
-            .map_err(|e| NvmlUnavailable {
-                reason: format!("could not start the sampler thread: {e}"),
-            })?;
-        Ok(NvmlSampler {
-            stop,
-            handle: Some(handle),
+        Background::spawn("nvml-sampler".into(), move |stop| {
+            sample_loop(nvml, &wanted, &config, stop)
+        })
+        .map(NvmlSampler)
+        .map_err(|e| NvmlUnavailable {
+            reason: format!("could not start the sampler thread: {e}"),
         })
     }
 
     /// Stop after the current tick and return the summary.
-    pub fn stop(mut self) -> GpuSummary {
-        self.stop.store(true, Ordering::SeqCst);
-        self.handle
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default()
+    pub fn stop(self) -> GpuSummary {
+        self.0.stop()
     }
 }
 
@@ -320,13 +302,7 @@ fn sample_loop(
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        next += interval;
-        let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
-        } else {
-            next = now;
-        }
+        pace(&mut next, interval);
     }
     if let Some(mut w) = out {
         let _ = w.flush();

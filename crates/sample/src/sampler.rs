@@ -9,6 +9,7 @@
 //! does (statm goes empty when it becomes a zombie, or unreadable once reaped); its counters
 //! are then read one last time, while it is still a zombie if it is.
 
+use crate::background::{pace, Background};
 use crate::proc::{page_size, parse_stat, parse_statm, read_process, ticks_per_second};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -17,7 +18,6 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use system_profile_model::metrics::{ProcessUsage, ProcfsSummary};
 
@@ -46,18 +46,9 @@ impl Default for SamplerConfig {
     }
 }
 
-/// A running sampler; `stop` ends it and returns what it saw.
-pub struct Sampler {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<ProcfsSummary>>,
-}
-
-impl Drop for Sampler {
-    /// A sampler dropped without `stop` (its run was cancelled) ends its thread too.
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
+/// A running sampler; `stop` ends it and returns what it saw. Dropped without `stop` (its run
+/// was cancelled), its thread ends too.
+pub struct Sampler(Background<ProcfsSummary>);
 
 /// What is kept of one process between samples.
 struct Tracked {
@@ -234,30 +225,22 @@ impl Tracked {
 impl Sampler {
     /// Start sampling `root` and its descendants now.
     pub fn start(root: u32, config: SamplerConfig) -> Sampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name(format!("procfs-sampler-{root}"))
-            .spawn(move || sample_loop(root, config, &flag))
-            .expect("spawn the sampler thread");
-        Sampler {
-            stop,
-            handle: Some(handle),
-        }
+        Sampler(
+            Background::spawn(format!("procfs-sampler-{root}"), move |stop| {
+                sample_loop(root, config, stop)
+            })
+            .expect("spawn the sampler thread"),
+        )
     }
 
     /// Stop after the current sample and return the summary.
-    pub fn stop(mut self) -> ProcfsSummary {
-        self.stop.store(true, Ordering::SeqCst);
-        self.handle
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default()
+    pub fn stop(self) -> ProcfsSummary {
+        self.0.stop()
     }
 
     /// Whether the whole tree has ended (the sampler stops by itself then).
     pub fn finished(&self) -> bool {
-        self.handle.as_ref().is_none_or(|h| h.is_finished())
+        self.0.finished()
     }
 }
 
@@ -394,14 +377,7 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
         if stop.load(Ordering::SeqCst) || (alive == 0 && samples > 1) {
             break;
         }
-        next += interval;
-        let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
-        } else {
-            // Fell behind (a slow /proc): skip the missed ticks rather than burst.
-            next = now;
-        }
+        pace(&mut next, interval);
     }
     if let Some(mut w) = out {
         let _ = w.flush();

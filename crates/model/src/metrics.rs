@@ -859,3 +859,41 @@ pub struct NvLinkGpu {
 pub struct NvLinkReport {
     pub gpus: Vec<NvLinkGpu>,
 }
+
+/// One message size of an nccl-tests run (`all_reduce_perf`, ...), out of place and in place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NcclTestsRow {
+    pub size_bytes: u64,
+    pub count: u64,
+    pub datatype: String,
+    pub redop: String,
+    pub out_of_place_time_us: f64,
+    pub out_of_place_algbw_gbps: f64,
+    pub out_of_place_busbw_gbps: f64,
+    pub in_place_time_us: f64,
+    pub in_place_algbw_gbps: f64,
+    pub in_place_busbw_gbps: f64,
+    /// `#wrong` (newer) or `error` (older): 0 / a small float when the results check out.
+    pub out_of_place_wrong: String,
+    pub in_place_wrong: String,
+}
+
+/// An nccl-tests run's table and summary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NcclTestsReport {
+    /// Ranks listed under `# Using devices`, and the GPU model they name.
+    pub ranks: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    pub rows: Vec<NcclTestsRow>,
+    /// `# Avg bus bandwidth`, GB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avg_busbw_gbps: Option<f64>,
+    /// The largest bus bandwidth of any row (out of place), GB/s, and the size it came at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_busbw_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_busbw_size_bytes: Option<u64>,
+    /// `# Out of bounds values : 0 OK` said OK.
+    pub out_of_bounds_ok: bool,
+}

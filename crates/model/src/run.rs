@@ -607,6 +607,9 @@ pub struct RunMetrics {
     /// What NCCL said of its communicators, transports and collectives (nccl_debug).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<crate::metrics::NcclReport>,
+    /// The table an nccl-tests program printed (`all_reduce_perf`, ... run under nccl_debug).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_tests: Option<crate::metrics::NcclTestsReport>,
     /// The GPU and NIC topology matrix (nvidia_smi_topo).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<crate::topology::GpuTopology>,

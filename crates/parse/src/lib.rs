@@ -9,6 +9,7 @@ pub mod line_profile;
 pub mod memory_profile;
 pub mod memray_stats;
 pub mod nccl_debug;
+pub mod nccl_tests;
 pub mod nsys_stats;
 pub mod nvidia_smi_dmon;
 pub mod nvidia_smi_nvlink;

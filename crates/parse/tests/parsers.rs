@@ -799,3 +799,48 @@ fn nvlink_status_counters_and_capabilities() {
     );
     assert!(!nvidia_smi_nvlink::parse("hello").diagnostics.is_empty());
 }
+
+#[test]
+fn nccl_tests_tables_old_and_new() {
+    use system_profile_parse::nccl_tests;
+    let cases = cases("nccl_tests");
+    assert_eq!(cases.len(), 2);
+    for case in &cases {
+        assert!(data_dir("nccl_tests")
+            .join(format!("{case}.source.md"))
+            .exists());
+        let p = nccl_tests::parse(&fixture("nccl_tests", case));
+        assert!(p.diagnostics.is_empty(), "{case}: {:?}", p.diagnostics);
+        insta::with_settings!({snapshot_suffix => case.clone()}, {
+            insta::assert_json_snapshot!("nccl_tests", p.value);
+        });
+    }
+    // 16 H100 ranks over two nodes, 8 B to 8 GiB: 31 sizes, 338.82 GB/s bus bandwidth at 8 GiB.
+    let h100 = nccl_tests::parse(&fixture(
+        "nccl_tests",
+        "h100-2node-16rank-all_reduce_perf-8B-8G",
+    ))
+    .value;
+    assert_eq!((h100.ranks, h100.rows.len()), (16, 31));
+    assert_eq!(h100.gpu.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+    assert_eq!(
+        (h100.peak_busbw_gbps, h100.peak_busbw_size_bytes),
+        (Some(338.82), Some(8_589_934_592))
+    );
+    assert_eq!(h100.avg_busbw_gbps, Some(70.742));
+    assert!(h100.out_of_bounds_ok);
+    let v100 = nccl_tests::parse(&fixture(
+        "nccl_tests",
+        "v100-sxm2-8gpu-all_reduce_perf-g8-old-format",
+    ))
+    .value;
+    assert_eq!(v100.ranks, 8);
+    assert_eq!(v100.avg_busbw_gbps, Some(25.9598));
+    assert_eq!(
+        (
+            v100.rows[0].size_bytes,
+            v100.rows[0].out_of_place_wrong.as_str()
+        ),
+        (8, "1e-07")
+    );
+}

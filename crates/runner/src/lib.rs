@@ -672,6 +672,11 @@ async fn nccl_debug(input: &RunProfilerInput, place: &RunPlace) -> Result<Execut
         );
     }
     e.metrics.nccl = Some(parsed.value);
+    // An nccl-tests program prints its bandwidth table on stdout.
+    let tests = system_profile_parse::nccl_tests::parse(&read(&place.dir.join("stdout.txt")));
+    if !tests.value.rows.is_empty() {
+        e.metrics.nccl_tests = Some(tests.value);
+    }
     for log in logs {
         e.artifacts.extend(file_artifact(log, "nccl_log"));
     }

@@ -940,6 +940,27 @@ if half == 0:
     assert_eq!(n.transports[0].connections, 192);
     assert_eq!(n.communicators.len(), 2);
     assert!(n.communicators.iter().all(|c| c.ranks.len() == 4));
+    assert!(
+        e.metrics.nccl_tests.is_none(),
+        "no nccl-tests table was printed"
+    );
+
+    // An nccl-tests program: its table, as a real all_reduce_perf printed it, is read too.
+    let table = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../parse/tests/data/nccl_tests/h100-2node-16rank-all_reduce_perf-8B-8G.txt"
+    );
+    let e = execute(
+        &input(Method::NcclDebug, command(&["cat", table])),
+        &place(&dir.path().join("table")),
+    )
+    .await
+    .unwrap();
+    let t = e.metrics.nccl_tests.as_ref().expect("the nccl-tests table");
+    assert_eq!(
+        (t.ranks, t.rows.len(), t.peak_busbw_gbps),
+        (16, 31, Some(338.82))
+    );
 
     let e = execute(
         &input(

@@ -346,22 +346,11 @@ async fn procfs_sampler(input: &RunProfilerInput, place: &RunPlace) -> Result<Ex
                     limit.as_secs_f64()
                 ));
             }
-            Ok(Execution {
-                status: RunStatus::Completed,
-                argv: Vec::new(),
-                exit_code: None,
-                signal: None,
-                wall_s: started.elapsed().as_secs_f64(),
-                artifacts: file_artifact(jsonl, "procfs_jsonl").into_iter().collect(),
-                metrics: RunMetrics {
-                    procfs: Some(summary),
-                    ..Default::default()
-                },
-                stdout_tail: String::new(),
-                stderr_tail: String::new(),
-                warnings,
-                error: None,
-            })
+            let mut e = machine_execution(Vec::new(), started.elapsed().as_secs_f64());
+            e.artifacts.extend(file_artifact(jsonl, "procfs_jsonl"));
+            e.metrics.procfs = Some(summary);
+            e.warnings = warnings;
+            Ok(e)
         }
         _ => {
             let mut e = launch_sampled(input, place, command_of(input)?, true).await?;
@@ -403,19 +392,7 @@ async fn nvml_sampler(input: &RunProfilerInput, place: &RunPlace) -> Result<Exec
         RunTarget::Pid { .. } | RunTarget::System { .. } => {
             let started = Instant::now();
             tokio::time::sleep(window(input)).await;
-            Execution {
-                status: RunStatus::Completed,
-                argv: Vec::new(),
-                exit_code: None,
-                signal: None,
-                wall_s: started.elapsed().as_secs_f64(),
-                artifacts: Vec::new(),
-                metrics: RunMetrics::default(),
-                stdout_tail: String::new(),
-                stderr_tail: String::new(),
-                warnings: Vec::new(),
-                error: None,
-            }
+            machine_execution(Vec::new(), started.elapsed().as_secs_f64())
         }
     };
     let summary = sampler.stop();
@@ -561,19 +538,7 @@ async fn nvidia_smi(input: &RunProfilerInput, place: &RunPlace) -> Result<Execut
                     ),
                 ));
             }
-            Execution {
-                status: RunStatus::Completed,
-                argv: argv.clone(),
-                exit_code: None,
-                signal: None,
-                wall_s: started.elapsed().as_secs_f64(),
-                artifacts: Vec::new(),
-                metrics: RunMetrics::default(),
-                stdout_tail: String::new(),
-                stderr_tail: String::new(),
-                warnings: Vec::new(),
-                error: None,
-            }
+            machine_execution(argv.clone(), started.elapsed().as_secs_f64())
         }
     };
     let text = read(&out_path);
@@ -893,11 +858,12 @@ async fn nvidia_smi_once(
     Ok(read(&path))
 }
 
+/// A run that watched for a window rather than running a target of its own.
 fn machine_execution(argv: Vec<String>, wall_s: f64) -> Execution {
     Execution {
         status: RunStatus::Completed,
         argv,
-        exit_code: Some(0),
+        exit_code: None,
         signal: None,
         wall_s,
         artifacts: Vec::new(),

@@ -234,6 +234,15 @@ fn peaks_of(facts: &GpuDeviceFacts, series: &BTreeMap<&'static str, Running>) ->
         })
     });
     let mut out = Vec::new();
+    // NVML's (and nvidia-smi's) utilisations are shares of time, not of throughput: say so.
+    for (field, what) in [
+        ("sm_util_percent", "share of the sample period with a kernel running (not of the SMs' throughput)"),
+        ("mem_util_percent", "share of the sample period with device memory being read or written (not of its bandwidth)"),
+    ] {
+        if let Some(stats) = series.get(field).and_then(Running::stats) {
+            out.push(PeakUse::new(format!("{field} mean"), stats.mean, 100.0, "% of time", format!("NVML: {what}")));
+        }
+    }
     for (field, peak) in [
         ("pcie_tx_bytes_per_s", &pcie),
         ("pcie_rx_bytes_per_s", &pcie),
@@ -358,7 +367,19 @@ mod tests {
             nvlink_rx_bytes_per_s: Some(225e9),
             ..Default::default()
         });
+        s.add(&GpuSample {
+            gpu: 0,
+            sm_util_percent: Some(40.0),
+            ..Default::default()
+        });
         let d = &s.summary("test", 1.0, None).devices[0];
+        let sm = d
+            .vs_peak
+            .iter()
+            .find(|p| p.quantity == "sm_util_percent mean")
+            .unwrap();
+        assert_eq!((sm.percent, sm.unit.as_str()), (40.0, "% of time"));
+        assert!(sm.peak_source.contains("not of the SMs' throughput"));
         let pcie = d
             .vs_peak
             .iter()

@@ -602,20 +602,28 @@ fn rank_balance(traces: &[TraceFile]) -> Option<RankBalance> {
     if traces.len() < 2 {
         return None;
     }
+    // Ranks from the traces' distributedInfo, unless two say the same (copies, or traces of
+    // different jobs): then their order in `paths`.
+    let mut said: Vec<Option<u32>> = traces.iter().map(|t| t.analysis.rank).collect();
+    let mut seen = std::collections::HashSet::new();
+    if said.iter().any(|r| r.is_none() || !seen.insert(*r)) {
+        said = (0..traces.len() as u32).map(Some).collect();
+    }
     let ranks: Vec<RankTime> = traces
         .iter()
-        .enumerate()
-        .map(|(i, t)| RankTime {
-            rank: t.analysis.rank.unwrap_or(i as u32),
+        .zip(said)
+        .map(|(t, rank)| RankTime {
+            rank: rank.unwrap_or(0),
             path: t.path.clone(),
-            compute_us: t.analysis.devices.iter().map(|d| d.compute_us).sum(),
-            comm_us: t.analysis.devices.iter().map(|d| d.comm_us).sum(),
-            idle_us: t.analysis.devices.iter().map(|d| d.idle_us).sum(),
+            compute_us: t.analysis.devices.iter().fold(0.0, |a, d| a + d.compute_us),
+            comm_us: t.analysis.devices.iter().fold(0.0, |a, d| a + d.comm_us),
+            idle_us: t.analysis.devices.iter().fold(0.0, |a, d| a + d.idle_us),
         })
         .collect();
     let mut compute: Vec<f64> = ranks.iter().map(|r| r.compute_us).collect();
     compute.sort_by(f64::total_cmp);
-    let median = compute[compute.len() / 2];
+    // The lower median: with two ranks, the faster one is the reference.
+    let median = compute[(compute.len() - 1) / 2];
     let (lo, hi) = (compute[0], compute[compute.len() - 1]);
     Some(RankBalance {
         compute_imbalance: if lo > 0.0 { hi / lo } else { 0.0 },

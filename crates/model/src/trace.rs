@@ -28,12 +28,13 @@ pub struct TraceFile {
 /// How evenly the ranks worked (two traces or more).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RankBalance {
-    /// Each trace's rank (from `distributedInfo`, else its position) with its GPU time computing
+    /// Each trace's rank (from `distributedInfo`; by position in `paths` when a trace has none
+    /// or two say the same) with its GPU time computing
     /// (non-NCCL kernels) and communicating (NCCL kernels), µs, summed over its devices.
     pub ranks: Vec<RankTime>,
     /// Largest compute time over the smallest: 1.0 is even.
     pub compute_imbalance: f64,
-    /// Ranks computing more than 10% above the median: the others wait for them inside NCCL,
+    /// Ranks computing more than 10% above the lower median: the others wait for them in NCCL,
     /// which shows as their larger communication time.
     pub stragglers: Vec<u32>,
 }

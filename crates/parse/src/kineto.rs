@@ -508,7 +508,8 @@ fn merge(v: &mut [(f64, f64)]) -> Vec<(f64, f64)> {
 }
 
 fn length(v: &[(f64, f64)]) -> f64 {
-    v.iter().map(|(s, e)| e - s).sum()
+    // fold from +0.0: an empty f64 sum is -0.0, which would print as such.
+    v.iter().fold(0.0, |acc, (s, e)| acc + (e - s))
 }
 
 /// Total length of the intersection of two merged interval lists.

@@ -425,13 +425,18 @@ fn analyze_trace_reads_real_traces_and_compares_ranks() {
     let two = &r["result"]["structuredContent"];
     let ranks = two["balance"]["ranks"].as_array().unwrap();
     assert_eq!(ranks.len(), 2);
-    // Both files are rank 0 of their jobs: the second is told apart by its position.
+    // Both files say rank 0 (each is rank 0 of its own job): numbered by position instead.
+    let numbers: Vec<u64> = ranks.iter().map(|r| r["rank"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, [0, 1]);
     let compute: Vec<f64> = ranks
         .iter()
         .map(|r| r["compute_us"].as_f64().unwrap())
         .collect();
     assert!(compute.iter().all(|c| *c > 0.0), "{ranks:?}");
-    assert!(two["balance"]["compute_imbalance"].as_f64().unwrap() >= 1.0);
+    // The second computes 38% longer than the first: the one the other would wait for.
+    assert!(compute[1] > compute[0] * 1.1, "{compute:?}");
+    assert_eq!(two["balance"]["stragglers"], json!([1]));
+    assert!(two["balance"]["compute_imbalance"].as_f64().unwrap() > 1.1);
 
     for (id, paths, needle) in [
         (3, json!(["../outside.json"]), "paths"),

@@ -150,10 +150,7 @@ async fn launch(
     timeout: Option<Duration>,
     on_spawn: impl FnOnce(u32),
 ) -> Result<Outcome, RunError> {
-    let mut spec = CommandSpec::new(argv.iter().map(String::as_str)).cwd(&place.cwd);
-    for (k, v) in &input.env {
-        spec = spec.env(k, v);
-    }
+    let spec = spec_of(input, argv, &place.cwd);
     let opts = RunOptions {
         timeout,
         stdout_path: Some(place.dir.join("stdout.txt")),
@@ -161,6 +158,16 @@ async fn launch(
         ..Default::default()
     };
     Ok(run_observed(&spec, &opts, on_spawn).await?)
+}
+
+/// `argv` in `cwd` with the run's environment: every program a run starts, the target or a
+/// helper (nvidia-smi, nsys stats), sees the same `env` and resolves its name on that `PATH`.
+fn spec_of(input: &RunProfilerInput, argv: &[String], cwd: &Path) -> CommandSpec {
+    let mut spec = CommandSpec::new(argv.iter().map(String::as_str)).cwd(cwd);
+    for (k, v) in &input.env {
+        spec = spec.env(k, v);
+    }
+    spec
 }
 
 /// The outcome of the supervised process as status, exit and tails.
@@ -470,11 +477,13 @@ async fn nvidia_smi(input: &RunProfilerInput, place: &RunPlace) -> Result<Execut
             ],
         )
     };
-    let out_path = place.dir.join(file);
-    let mut smi_spec = CommandSpec::new(argv.iter().map(String::as_str)).cwd(&place.cwd);
-    for (k, v) in &input.env {
-        smi_spec = smi_spec.env(k, v);
+    let watches_window = !matches!(input.target, RunTarget::Command { .. });
+    if watches_window && method == Method::NvidiaSmiDmon {
+        let count = (window_s / interval).ceil().max(1.0) as u64;
+        argv.extend(["-c".into(), count.to_string()]);
     }
+    let out_path = place.dir.join(file);
+    let smi_spec = spec_of(input, &argv, &place.cwd);
     let smi_opts = |limit: Option<Duration>| RunOptions {
         timeout: limit,
         stdout_path: Some(out_path.clone()),
@@ -509,14 +518,6 @@ async fn nvidia_smi(input: &RunProfilerInput, place: &RunPlace) -> Result<Execut
             e
         }
         RunTarget::Pid { .. } | RunTarget::System { .. } => {
-            if method == Method::NvidiaSmiDmon {
-                let count = (window_s / interval).ceil().max(1.0) as u64;
-                argv.extend(["-c".into(), count.to_string()]);
-                smi_spec = CommandSpec::new(argv.iter().map(String::as_str)).cwd(&place.cwd);
-                for (k, v) in &input.env {
-                    smi_spec = smi_spec.env(k, v);
-                }
-            }
             let started = Instant::now();
             // The query loops until stopped: the window is its limit.
             let limit = Duration::from_secs_f64(window_s + interval + 5.0);
@@ -684,19 +685,19 @@ async fn nsys(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, R
         return Ok(e);
     }
     let stats_path = place.dir.join("nsys-stats.txt");
-    let mut stats = CommandSpec::new([
-        "nsys".to_string(),
-        "stats".to_string(),
-        "--report".to_string(),
-        NSYS_REPORTS.to_string(),
-        "--format".to_string(),
-        "column".to_string(),
-        rep.to_string_lossy().into_owned(),
-    ])
-    .cwd(&place.dir);
-    for (k, v) in &input.env {
-        stats = stats.env(k, v);
-    }
+    let stats = spec_of(
+        input,
+        &[
+            "nsys".to_string(),
+            "stats".to_string(),
+            "--report".to_string(),
+            NSYS_REPORTS.to_string(),
+            "--format".to_string(),
+            "column".to_string(),
+            rep.to_string_lossy().into_owned(),
+        ],
+        &place.dir,
+    );
     let opts = RunOptions {
         timeout: Some(Duration::from_secs(600)),
         stdout_path: Some(stats_path.clone()),
@@ -833,10 +834,7 @@ async fn nvidia_smi_once(
 ) -> Result<String, RunError> {
     let mut argv = vec!["nvidia-smi".to_string()];
     argv.extend(args.iter().map(|a| a.to_string()));
-    let mut spec = CommandSpec::new(argv.iter().map(String::as_str)).cwd(&place.cwd);
-    for (k, v) in &input.env {
-        spec = spec.env(k, v);
-    }
+    let spec = spec_of(input, &argv, &place.cwd);
     let path = place.dir.join(file);
     let opts = RunOptions {
         timeout: Some(Duration::from_secs(60)),

@@ -10,6 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use system_profile_detect::{detect, DetectOptions, DETECT_PARTS};
 use system_profile_model::detect::{DetectReport, DetectToolsInput};
+use system_profile_model::instrument::{
+    ChangeList, InstrumentFileInput, InstrumentResult, ListChangesInput, RevertChangesInput,
+    RevertResult,
+};
 use system_profile_model::plan::{Plan, PlanProfileInput, TargetSpec};
 use system_profile_model::run::{
     CancelRunInput, GetRunInput, ListRunsInput, RunList, RunProfilerInput, RunRecord, RunStatus,
@@ -105,6 +109,18 @@ pub struct Engine {
     runs: Arc<runs::RunBook>,
     /// Detection per interpreter, for the life of the session; `refresh` replaces it.
     detect_cache: tokio::sync::Mutex<HashMap<String, Arc<DetectReport>>>,
+    /// One ledger operation at a time in this server.
+    ledger_lock: tokio::sync::Mutex<()>,
+}
+
+fn instrument_error(e: system_profile_instrument::InstrumentError) -> EngineError {
+    use system_profile_instrument::InstrumentError as E;
+    match e {
+        E::Refused { field, message } => EngineError::InvalidInput { field, message },
+        other => EngineError::Failed {
+            message: other.to_string(),
+        },
+    }
 }
 
 impl Engine {
@@ -119,6 +135,7 @@ impl Engine {
             root,
             config,
             detect_cache: tokio::sync::Mutex::new(HashMap::new()),
+            ledger_lock: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -557,6 +574,58 @@ impl Engine {
         }
         let balance = rank_balance(&traces);
         Ok(TraceReport { traces, balance })
+    }
+
+    fn instrument_config(&self) -> system_profile_instrument::InstrumentConfig {
+        system_profile_instrument::InstrumentConfig {
+            root: self.root.clone(),
+            python: self.config.default_python.clone(),
+        }
+    }
+
+    /// Step 4: measurement code into a file under the root, every change in the ledger first.
+    /// Ledger calls are serialized (one lock in-process, `flock` across servers).
+    pub async fn instrument_file(
+        &self,
+        input: InstrumentFileInput,
+    ) -> Result<InstrumentResult, EngineError> {
+        let config = self.instrument_config();
+        let _one = self.ledger_lock.lock().await;
+        tokio::task::spawn_blocking(move || system_profile_instrument::instrument(&config, &input))
+            .await
+            .map_err(|e| EngineError::Failed {
+                message: format!("instrument_file stopped: {e}"),
+            })?
+            .map_err(instrument_error)
+    }
+
+    /// The ledger as Part B of the report.
+    pub async fn list_changes(&self, input: ListChangesInput) -> Result<ChangeList, EngineError> {
+        let root = self.root.clone();
+        let _one = self.ledger_lock.lock().await;
+        tokio::task::spawn_blocking(move || system_profile_instrument::list_changes(&root, &input))
+            .await
+            .map_err(|e| EngineError::Failed {
+                message: format!("list_changes stopped: {e}"),
+            })?
+            .map_err(instrument_error)
+    }
+
+    /// Undo changes from the ledger, verified by hash.
+    pub async fn revert_changes(
+        &self,
+        input: RevertChangesInput,
+    ) -> Result<RevertResult, EngineError> {
+        let config = self.instrument_config();
+        let _one = self.ledger_lock.lock().await;
+        tokio::task::spawn_blocking(move || {
+            system_profile_instrument::revert_changes(&config, &input)
+        })
+        .await
+        .map_err(|e| EngineError::Failed {
+            message: format!("revert_changes stopped: {e}"),
+        })?
+        .map_err(instrument_error)
     }
 
     pub fn cancel_run(&self, input: CancelRunInput) -> Result<RunRecord, EngineError> {

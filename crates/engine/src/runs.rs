@@ -125,6 +125,8 @@ impl RunBook {
         let _one_writer = self.write_lock.lock();
         let list = self.list();
         let dir = self.root.join(self.session_dir());
+        // profile_output/ with its `*` .gitignore, so our files never show in git status.
+        system_profile_instrument::output_dir(&self.root).map_err(std::io::Error::other)?;
         std::fs::create_dir_all(&dir)?;
         let text = serde_json::to_vec_pretty(&list).map_err(std::io::Error::other)?;
         write_atomically(&dir.join("manifest.json"), &text)

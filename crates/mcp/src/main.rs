@@ -192,7 +192,10 @@ async fn call(engine_args: EngineArgs, name: &str, arguments: &str) -> Result<Ex
     let engine = engine(&engine_args)?;
     match tool.call(&engine, arguments, &Progress::none()).await {
         Ok(value) => {
-            println!("{}", serde_json::to_string_pretty(&value)?);
+            // A closed pipe (`| head`) is the reader's choice, not a failure worth a panic.
+            use std::io::Write as _;
+            let text = serde_json::to_string_pretty(&value)?;
+            let _ = writeln!(std::io::stdout().lock(), "{text}");
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

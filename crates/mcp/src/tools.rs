@@ -9,6 +9,10 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use system_profile_engine::{Engine, EngineError, Progress};
 use system_profile_model::detect::{DetectReport, DetectToolsInput};
+use system_profile_model::instrument::{
+    ChangeList, InstrumentFileInput, InstrumentRecord, InstrumentResult, Ledger, ListChangesInput,
+    RevertChangesInput, RevertResult,
+};
 use system_profile_model::plan::{Plan, PlanProfileInput};
 use system_profile_model::recipe::Recipe;
 use system_profile_model::run::{
@@ -274,6 +278,24 @@ tool_call!(
     |engine, input, progress| engine.analyze_trace(input).await?
 );
 
+tool_call!(
+    instrument_file_call,
+    InstrumentFileInput,
+    |engine, input, progress| engine.instrument_file(input).await?
+);
+
+tool_call!(
+    list_changes_call,
+    ListChangesInput,
+    |engine, input, progress| engine.list_changes(input).await?
+);
+
+tool_call!(
+    revert_changes_call,
+    RevertChangesInput,
+    |engine, input, progress| engine.revert_changes(input).await?
+);
+
 const READ_ONLY: Annotations = Annotations {
     read_only: true,
     destructive: false,
@@ -281,7 +303,7 @@ const READ_ONLY: Annotations = Annotations {
     open_world: false,
 };
 
-static TOOLS: [ToolDef; 8] = [
+static TOOLS: [ToolDef; 11] = [
     ToolDef {
         name: "identify_target",
         title: "Identify the profiling target",
@@ -431,6 +453,62 @@ static TOOLS: [ToolDef; 8] = [
         output_schema: schema_of::<TraceReport>,
         call: analyze_trace_call,
     },
+    ToolDef {
+        name: "instrument_file",
+        title: "Insert measurement code",
+        description: "Step 4: measure what profilers cannot see (a block's wall and CPU time, \
+            CUDA kernel time by events, CPU<->GPU transfers, GPU memory at marked points, tensors \
+            held on CPU and GPU at once, torch.distributed collectives) by inserting code into a \
+            Python file under the root. Strategies, most preferred first: runner (a script under \
+            profile_output/instrument/ wraps the named functions at import time; the file is \
+            untouched), decorator (one marked line above each def), context (a marked `with` \
+            around a line range, re-indented), inline (marked start/stop lines, or a custom \
+            snippet). Functions and blocks are found on the file's syntax tree by the target's \
+            interpreter, the result must compile before anything is kept, and every added line \
+            ends in `# [PROFILE] <change id>`. sample_every / sample_rate keep hot paths cheap. \
+            Each change is written to profile_output/ledger.json before the file, with a backup, \
+            and can be undone exactly with revert_changes. dry_run shows the diff only. \
+            Measurements go to profile_output/instrument/measure.jsonl.",
+        annotations: Annotations {
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+            open_world: false,
+        },
+        input_schema: schema_of::<InstrumentFileInput>,
+        output_schema: schema_of::<InstrumentResult>,
+        call: instrument_file_call,
+    },
+    ToolDef {
+        name: "list_changes",
+        title: "List instrumentation changes",
+        description: "The change ledger as Part B of the report: every file created or \
+            modified for the profile (File | Change type | What was added or changed | Lines), \
+            as rows and as a Markdown table, and the files edited by someone else since.",
+        annotations: READ_ONLY,
+        input_schema: schema_of::<ListChangesInput>,
+        output_schema: schema_of::<ChangeList>,
+        call: list_changes_call,
+    },
+    ToolDef {
+        name: "revert_changes",
+        title: "Undo instrumentation changes",
+        description: "Undo changes from the ledger (all: true, or ids), newest first: each \
+            modified file gets its original bytes back (verified by SHA-256, permissions kept), \
+            each created file is deleted. A file edited by someone else since is undone \
+            three-way when that merges cleanly and compiles (their edits kept); otherwise it is \
+            reported as a conflict with the foreign diff and left alone, unless force (the \
+            edited bytes are kept under profile_output/.backup/).",
+        annotations: Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: true,
+            open_world: false,
+        },
+        input_schema: schema_of::<RevertChangesInput>,
+        output_schema: schema_of::<RevertResult>,
+        call: revert_changes_call,
+    },
 ];
 
 /// Every tool, in the fixed order `tools/list` gives.
@@ -456,7 +534,8 @@ pub fn find(name: &str) -> Option<&'static ToolDef> {
 }
 
 /// The files `system-profile schemas` writes: `<tool>.input.json` and `<tool>.output.json` for
-/// every tool, and `recipe.json` for recipe authors; pretty-printed with a final newline, in a
+/// every tool, `recipe.json` for recipe authors, `instrument_record.json` (a line of the
+/// instrumentation log) and `ledger.json`; pretty-printed with a final newline, in a
 /// fixed order.
 pub fn schema_files() -> Vec<(String, String)> {
     let pretty = |schema: Value| {
@@ -474,6 +553,11 @@ pub fn schema_files() -> Vec<(String, String)> {
         }
     }
     files.push(("recipe.json".into(), pretty(schema_of::<Recipe>())));
+    files.push((
+        "instrument_record.json".into(),
+        pretty(schema_of::<InstrumentRecord>()),
+    ));
+    files.push(("ledger.json".into(), pretty(schema_of::<Ledger>())));
     files
 }
 

@@ -1028,6 +1028,11 @@ fn suggest_instrumentation(
                 sample_rate: None,
                 snippet: None,
                 dry_run: false,
+                python: ctx
+                    .target
+                    .python
+                    .as_ref()
+                    .map(|p| p.executable.clone().unwrap_or_else(|| p.requested.clone())),
             };
             let (instrument_file, todo) = if under_root(&path) {
                 (Some(input), None)

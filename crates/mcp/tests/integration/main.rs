@@ -3,6 +3,7 @@
 
 mod cli;
 mod clients;
+mod ledger;
 mod listen;
 mod stdio;
 mod steps;

@@ -61,12 +61,24 @@ pub struct Server {
 impl Server {
     pub fn spawn(extra: &[&str]) -> Server {
         let root = tempfile::tempdir().unwrap();
+        let path = root.path().to_path_buf();
+        Server::spawn_in(root, &path, extra, &[])
+    }
+
+    /// A server on `root_path` (kept across servers, for restarts) with extra environment.
+    pub fn spawn_in(
+        root: tempfile::TempDir,
+        root_path: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let mut child = Command::new(BIN)
             .arg("serve")
             .arg("--root")
-            .arg(root.path())
+            .arg(root_path)
             .args(extra)
             .env("PATH", path_with_venv())
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

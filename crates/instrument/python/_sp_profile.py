@@ -110,6 +110,22 @@ def _after_fork():
     _meta_written = False
     for s in _sites.values():
         s.reset()
+    # multiprocessing ends its children with os._exit, which skips atexit; its exit hook runs
+    # finalizers, but only those registered after it clears them, from an after-forker.
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is not None and _sites:
+        mp_util.register_after_fork(_MP_HOOK, _mp_finalizer)
+
+
+class _MpHook:
+    """What multiprocessing's after-fork registry holds a weak reference to."""
+
+
+_MP_HOOK = _MpHook()
+
+
+def _mp_finalizer(_hook):
+    sys.modules["multiprocessing.util"].Finalize(None, _at_exit, exitpriority=-100)
 
 
 if hasattr(os, "register_at_fork"):
@@ -119,7 +135,8 @@ if hasattr(os, "register_at_fork"):
 class _Site:
     """One place measured: a function or a block, with its sampling."""
 
-    __slots__ = ("change", "name", "measure", "every", "rate", "calls", "sampled", "probe")
+    __slots__ = ("change", "name", "measure", "every", "rate", "calls", "sampled", "probe",
+                 "counters", "offset")
 
     def __init__(self, change, name, measure, every, rate):
         self.change, self.name, self.measure = change, name, measure
@@ -128,9 +145,17 @@ class _Site:
         self.calls = 0
         self.sampled = 0
         self.probe = _PROBES[measure](self)
+        # Fast wrappers count in their own closure; these read those counts.
+        self.counters = []
+        self.offset = 0
+
+    def total_calls(self):
+        return self.calls + sum(c() for c in self.counters) - self.offset
 
     def reset(self):
-        self.calls = 0
+        # A forked child starts counting from zero; closure counts cannot be reset, so the
+        # parent's are subtracted.
+        self.offset += self.total_calls()
         self.sampled = 0
 
     def take(self):
@@ -162,7 +187,7 @@ def _at_exit():
         except Exception as e:
             _note(s.change, "%s: %s" % (type(e).__name__, e))
         rec = {"kind": "summary", "t": time.time(), "pid": _pid, "change": s.change,
-               "site": s.name, "measure": s.measure, "calls": s.calls, "sampled": s.sampled}
+               "site": s.name, "measure": s.measure, "calls": s.total_calls(), "sampled": s.sampled}
         r = _rank()
         if r is not None:
             rec["rank"] = r
@@ -632,22 +657,52 @@ def profile(change, name, measure="timing", every=1, rate=None):
                     return fn(*a, **k)
                 finally:
                     probe.stop(call, state)
-        else:
-            # The unsampled path, inlined: a counter and a comparison, no method call.
-            every, rate = site.every, site.rate
+        elif site.rate >= 1.0:
+            # 1 call in N: the unsampled path is two closure counters and a test, no
+            # attribute, no method call, no modulo.
+            every = site.every
+            n = 0
+            left = 1
 
             @functools.wraps(fn)
             def wrapper(*a, **k):
-                site.calls += 1
-                n = site.calls
-                if (every > 1 and (n - 1) % every) or (rate < 1.0 and random.random() >= rate):
+                nonlocal n, left
+                n += 1
+                left -= 1
+                if left:
                     return fn(*a, **k)
+                left = every
                 site.sampled += 1
-                state = probe.start(n)
+                call = n - site.offset
+                state = probe.start(call)
                 try:
                     return fn(*a, **k)
                 finally:
-                    probe.stop(n, state)
+                    probe.stop(call, state)
+            site.counters.append(lambda: n)
+        else:
+            every, rate, rand = site.every, site.rate, random.random
+            n = 0
+            left = 1
+
+            @functools.wraps(fn)
+            def wrapper(*a, **k):
+                nonlocal n, left
+                n += 1
+                left -= 1
+                if left:
+                    return fn(*a, **k)
+                left = every
+                if rand() >= rate:
+                    return fn(*a, **k)
+                site.sampled += 1
+                call = n - site.offset
+                state = probe.start(call)
+                try:
+                    return fn(*a, **k)
+                finally:
+                    probe.stop(call, state)
+            site.counters.append(lambda: n)
         return wrapper
     return decorate
 

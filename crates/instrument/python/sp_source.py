@@ -48,7 +48,12 @@ def is_generator(fn):
             return True
     return False
 
-def functions(tree):
+def starts_line(lines, n):
+    """Whether statement n is the first thing on its line (not after a `;` or a header's `:`)."""
+    line = lines[n.lineno - 1] if n.lineno - 1 < len(lines) else b""
+    return not line[:n.col_offset].strip()
+
+def functions(tree, lines):
     out = []
     def visit(body, prefix):
         for n in body:
@@ -66,7 +71,7 @@ def functions(tree):
                         "code_start": first_line(rest[0]) if rest else None,
                         "code_end": rest[-1].end_lineno if rest else None,
                         "body_escapes": escapes(rest),
-                        "one_line": n.body[0].lineno == n.lineno,
+                        "one_line": not starts_line(lines, n.body[0]),
                     })
                     visit(n.body, q + ".<locals>.")
                 else:
@@ -124,12 +129,13 @@ def analyze(req):
     src, tree = parse(req["path"])
     line, after = import_line(tree)
     guard = any(isinstance(n, ast.If) and "__main__" in ast.unparse(n.test) for n in tree.body)
-    return {"functions": functions(tree), "import_line": line, "import_after": after,
+    return {"functions": functions(tree, normalized(src).split(b"\n")), "import_line": line, "import_after": after,
             "main_guard": guard}
 
 def block(req):
     """The smallest run of whole statements of one body that covers [start, end]."""
     src, tree = parse(req["path"])
+    lines = normalized(src).split(b"\n")
     start, end = req["start"], req["end"]
     body, scope, in_loop, scope_body = tree.body, "<module>", False, True
     while True:
@@ -140,8 +146,7 @@ def block(req):
             s = hit[0]
             inner = None
             for b in nodes_with_bodies(s):
-                if first_line(b[0]) <= end and b[-1].end_lineno >= start and \
-                        first_line(b[0]) <= start and b[-1].end_lineno >= end and first_line(b[0]) > s.lineno:
+                if first_line(b[0]) <= start and b[-1].end_lineno >= end and starts_line(lines, b[0]):
                     inner = b
             if inner is not None:
                 scope_body = isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -166,6 +171,8 @@ def block(req):
             if i > j:
                 raise ValueError("lines %d-%d are a docstring; give the lines after it" % (start, end))
         run = body[i:j + 1]
+        if not starts_line(lines, run[0]):
+            raise ValueError("line %d holds more than these statements; give whole lines" % run[0].lineno)
         s_line, e_line = first_line(run[0]), run[-1].end_lineno
         if any(isinstance(s, ast.ImportFrom) and s.module == "__future__" for s in run):
             raise ValueError("lines %d-%d hold a __future__ import, which must stay first" % (s_line, e_line))

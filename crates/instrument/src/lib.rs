@@ -232,7 +232,10 @@ fn unified_diff(name: &str, old: &[u8], new: &[u8], created: bool) -> String {
     opts.set_original_filename(old_name);
     let new_name = format!("b/{name}");
     opts.set_modified_filename(new_name);
-    String::from_utf8_lossy(&opts.create_patch_bytes(old, new).to_bytes()).into_owned()
+    // A file in another encoding (latin-1 with its coding line) is shown byte for char rather
+    // than as replacement characters.
+    String::from_utf8(opts.create_patch_bytes(old, new).to_bytes())
+        .unwrap_or_else(|e| e.into_bytes().iter().map(|&b| b as char).collect())
 }
 
 /// The helper's active ledger entry when its file is as we left it; `None` when it must be
@@ -495,7 +498,7 @@ pub fn instrument(
                 )?;
                 edit::decorator(&src, edits, &functions, &ctx)?
             }
-            Strategy::Context => {
+            strategy => {
                 let (block, label) = edit::block_of(
                     &mut py,
                     &abs,
@@ -503,17 +506,11 @@ pub fn instrument(
                     input.function.as_deref(),
                     input.lines,
                 )?;
-                edit::context(&src, edits, &block, &label, &ctx)?
-            }
-            _ => {
-                let (block, label) = edit::block_of(
-                    &mut py,
-                    &abs,
-                    &analysis,
-                    input.function.as_deref(),
-                    input.lines,
-                )?;
-                edit::inline(&src, edits, &block, &label, &ctx)?
+                if strategy == Strategy::Context {
+                    edit::context(&src, edits, &block, &label, &ctx)?
+                } else {
+                    edit::inline(&src, edits, &block, &label, &ctx)?
+                }
             }
         };
         place = fe.place.clone();

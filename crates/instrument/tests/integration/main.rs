@@ -4,4 +4,5 @@
 
 mod roundtrip;
 mod runtime;
+mod strategies;
 mod support;

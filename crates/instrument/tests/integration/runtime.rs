@@ -156,6 +156,72 @@ fn sampling_takes_every_nth_call_or_the_given_fraction() {
     assert_eq!(timings(&recs, rate_id).len() as u64, sampled);
 }
 
+const FORKS: &str = r#"import multiprocessing as mp
+
+
+def f(x):
+    return x * 2
+
+
+def child():
+    for i in range(3):
+        f(i)
+
+
+if __name__ == "__main__":
+    for i in range(5):
+        f(i)
+    ctx = mp.get_context("fork")
+    p = ctx.Process(target=child)
+    p.start()
+    p.join()
+    assert p.exitcode == 0
+"#;
+
+#[test]
+fn forked_children_count_their_own_calls_and_flush_on_exit() {
+    let root = Root::new(&[("forks.py", FORKS)]);
+    let r = root.instrument(
+        "forks.py",
+        Measure::Timing,
+        Strategy::Decorator,
+        "f",
+        Some(2),
+    );
+    root.run(&["forks.py"]);
+    let id = r.change_ids.last().unwrap();
+    let recs = root.records();
+    let mut per_pid: Vec<(u32, u64, u64)> = recs
+        .iter()
+        .filter_map(|r| match r {
+            R::Summary(s) if &s.change == id => Some((s.pid, s.calls, s.sampled)),
+            _ => None,
+        })
+        .collect();
+    per_pid.sort_by_key(|p| p.1);
+    // The child (through multiprocessing's os._exit) and the parent, each with its own calls;
+    // the child goes on with the parent's sampling phase (1 in 2), so 1 or 2 of its 3.
+    assert_eq!(
+        per_pid.iter().map(|p| p.1).collect::<Vec<_>>(),
+        [3, 5],
+        "{per_pid:?}"
+    );
+    assert_eq!(per_pid[1].2, 3);
+    assert!((1..=2).contains(&per_pid[0].2), "{per_pid:?}");
+    assert_ne!(per_pid[0].0, per_pid[1].0);
+    let child_calls: Vec<u64> = recs
+        .iter()
+        .filter_map(|r| match r {
+            R::Timing(t) if t.pid == per_pid[0].0 => Some(t.call),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        child_calls.iter().all(|c| (1..=3).contains(c)),
+        "{child_calls:?}"
+    );
+}
+
 const SHAPES: &str = r#"import asyncio, time
 
 

@@ -50,7 +50,13 @@ fn assert_detect_through_sdk(r: &Value) {
     assert_eq!(names, TOOL_NAMES);
     for t in r["tools"].as_array().unwrap() {
         assert_eq!(t["has_output_schema"], true, "{t}");
-        let writes = ["run_profiler", "cancel_run"].contains(&t["name"].as_str().unwrap());
+        let writes = [
+            "run_profiler",
+            "cancel_run",
+            "instrument_file",
+            "revert_changes",
+        ]
+        .contains(&t["name"].as_str().unwrap());
         assert_eq!(t["read_only"], !writes, "{t}");
     }
     assert_eq!(r["is_error"], false);

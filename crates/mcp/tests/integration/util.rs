@@ -221,7 +221,7 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 /// Every tool, in the order tools/list gives them.
-pub const TOOL_NAMES: [&str; 8] = [
+pub const TOOL_NAMES: [&str; 11] = [
     "identify_target",
     "detect_tools",
     "plan_profile",
@@ -230,6 +230,9 @@ pub const TOOL_NAMES: [&str; 8] = [
     "list_runs",
     "cancel_run",
     "analyze_trace",
+    "instrument_file",
+    "list_changes",
+    "revert_changes",
 ];
 
 /// The tool named `name` in a tools/list result.

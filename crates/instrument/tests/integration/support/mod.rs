@@ -131,7 +131,7 @@ impl Root {
 
     /// The 1-based line of `name` that holds `needle` (the first).
     pub fn line_of(&self, name: &str, needle: &str) -> u32 {
-        let text = read(&self.file(name));
+        let text = String::from_utf8_lossy(&std::fs::read(self.file(name)).unwrap()).into_owned();
         1 + text
             .lines()
             .position(|l| l.contains(needle))

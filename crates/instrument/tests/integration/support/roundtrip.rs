@@ -90,10 +90,17 @@ pub fn one_file(src: &Path, python: &str, py: &mut Python, t: &Mutex<Tally>) {
         .iter()
         .filter(|f| f.code_start.is_some() && !f.one_line)
         .collect();
-    if usable.is_empty() {
+    if analysis.functions.is_empty() {
         bump(&|t| t.no_functions += 1);
         return;
     }
+    // Functions whose body shares the def line (`def f(): ...`) take wrappers only.
+    let wrap_only = usable.is_empty();
+    let usable = if wrap_only {
+        analysis.functions.iter().collect()
+    } else {
+        usable
+    };
     let pick = |k: usize| usable[(k * usable.len()) / 4 % usable.len()];
     let config = InstrumentConfig {
         root: root.clone(),
@@ -131,84 +138,49 @@ pub fn one_file(src: &Path, python: &str, py: &mut Python, t: &Mutex<Tally>) {
             .unwrap_or(1) as u32
     };
     type MakeInput<'a> = Box<dyn Fn(&mut Python) -> InstrumentFileInput + 'a>;
+    // A function by name, or lines found again in the file as the earlier changes left it.
+    let named = |name: String, strategy, measure| -> MakeInput {
+        Box::new(move |_: &mut Python| base(Some(name.clone()), None, strategy, measure))
+    };
+    let lines = |len: u32, strategy, measure| -> MakeInput {
+        Box::new(move |py: &mut Python| {
+            let start = f4_start(py);
+            let end = start + len - 1;
+            base(None, Some(LineRange { start, end }), strategy, measure)
+        })
+    };
     let attempts: Vec<(&str, MakeInput)> = vec![
         (
             "decorator",
-            Box::new(|_: &mut Python| {
-                base(
-                    Some(f1.qualname.clone()),
-                    None,
-                    Strategy::Decorator,
-                    Measure::Timing,
-                )
-            }),
+            named(f1.qualname.clone(), Strategy::Decorator, Measure::Timing),
         ),
         (
             "context",
-            Box::new(|_: &mut Python| {
-                base(
-                    Some(f2.qualname.clone()),
-                    None,
-                    Strategy::Context,
-                    Measure::Memory,
-                )
-            }),
+            named(f2.qualname.clone(), Strategy::Context, Measure::Memory),
         ),
         (
             "inline",
-            Box::new(|_: &mut Python| {
-                base(
-                    Some(f3.qualname.clone()),
-                    None,
-                    Strategy::Inline,
-                    Measure::Timing,
-                )
-            }),
+            named(f3.qualname.clone(), Strategy::Inline, Measure::Timing),
         ),
         (
             "context_lines",
-            Box::new(|py: &mut Python| {
-                let mid = f4_start(py);
-                base(
-                    None,
-                    Some(LineRange {
-                        start: mid,
-                        end: mid + 1,
-                    }),
-                    Strategy::Context,
-                    Measure::Timing,
-                )
-            }),
+            lines(2, Strategy::Context, Measure::Timing),
         ),
-        (
-            "inline_custom",
-            Box::new(|py: &mut Python| {
-                let mid = f4_start(py);
-                base(
-                    None,
-                    Some(LineRange {
-                        start: mid,
-                        end: mid,
-                    }),
-                    Strategy::Inline,
-                    Measure::Custom,
-                )
-            }),
-        ),
+        ("inline_custom", lines(1, Strategy::Inline, Measure::Custom)),
         (
             "runner",
-            Box::new(|_: &mut Python| {
-                base(
-                    Some(format!("{}, {}", f1.qualname, f4.qualname)),
-                    None,
-                    Strategy::Runner,
-                    Measure::Timing,
-                )
-            }),
+            named(
+                format!("{}, {}", f1.qualname, f4.qualname),
+                Strategy::Runner,
+                Measure::Timing,
+            ),
         ),
     ];
     let mut ids = Vec::new();
     for (label, make) in attempts {
+        if wrap_only && !matches!(label, "decorator" | "runner") {
+            continue;
+        }
         let input = make(py);
         match instrument(&config, &input) {
             Ok(r) => {

@@ -23,25 +23,53 @@ _meta_written = False
 _local = threading.local()
 _perf = time.perf_counter
 _cpu = time.process_time
+_perf_ns = time.perf_counter_ns
+_cpu_ns = time.process_time_ns
+_now_ns = time.time_ns
+_monotonic = time.monotonic
+_modules = sys.modules
+
+
+_rank_known = None
 
 
 def _rank():
-    d = sys.modules.get("torch.distributed")
+    """torch.distributed's rank once a process group exists (cached: it does not change)."""
+    global _rank_known
+    if _rank_known is not None:
+        return _rank_known
+    d = _modules.get("torch.distributed")
     try:
         if d is not None and d.is_available() and d.is_initialized():
-            return d.get_rank()
+            _rank_known = d.get_rank()
     except Exception:
         pass
-    return None
+    return _rank_known
 
 
 def _emit(rec):
-    global _last_flush
+    """Buffer a record: a dict, or for timing (the hot one) a tuple formatted at flush."""
     if not _meta_written:
         _write_meta()
     _buf.append(rec)
-    if len(_buf) >= _FLUSH_RECORDS or time.monotonic() - _last_flush > _FLUSH_SECONDS:
+    if len(_buf) >= _FLUSH_RECORDS or _monotonic() - _last_flush > _FLUSH_SECONDS:
         _flush()
+
+
+# Integers (ns) written as decimal seconds: formatting a float costs several times more.
+_TIMING = ('{"kind":"timing","t":%d.%06d,"pid":%d,"change":%s,"site":%s,"call":%d,'
+           '"wall_s":%d.%09d,"cpu_s":%d.%09d%s}\n')
+
+
+def _line(r):
+    if type(r) is tuple:
+        site, call, t_ns, wall_ns, cpu_ns, rank = r
+        t_s, t_us = divmod(t_ns // 1000, 1000000)
+        w_s, w_ns = divmod(wall_ns, 1000000000)
+        c_s, c_ns = divmod(max(cpu_ns, 0), 1000000000)
+        return _TIMING % (t_s, t_us, _pid, site.change_json, site.name_json, call,
+                          w_s, w_ns, c_s, c_ns, "" if rank is None else ',"rank":%d' % rank)
+    return json.dumps(r, separators=(",", ":")) + "\n"
 
 
 def _flush():
@@ -49,9 +77,9 @@ def _flush():
     with _lock:
         if not _buf:
             return
-        lines = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in _buf)
+        lines = "".join(_line(r) for r in _buf)
         del _buf[:]
-        _last_flush = time.monotonic()
+        _last_flush = _monotonic()
     data = lines.encode()
     try:
         fd = os.open(_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -136,10 +164,11 @@ class _Site:
     """One place measured: a function or a block, with its sampling."""
 
     __slots__ = ("change", "name", "measure", "every", "rate", "calls", "sampled", "probe",
-                 "counters", "offset")
+                 "counters", "offset", "change_json", "name_json")
 
     def __init__(self, change, name, measure, every, rate):
         self.change, self.name, self.measure = change, name, measure
+        self.change_json, self.name_json = json.dumps(change), json.dumps(name)
         self.every = max(1, int(every or 1))
         self.rate = 1.0 if rate is None else float(rate)
         self.calls = 0
@@ -202,14 +231,11 @@ class _Timing:
         self.site = site
 
     def start(self, call):
-        return (_perf(), _cpu())
+        return (_perf_ns(), _cpu_ns())
 
     def stop(self, call, state):
-        wall, cpu = _perf() - state[0], _cpu() - state[1]
-        rec = _base(self.site, call, "timing")
-        rec["wall_s"] = wall
-        rec["cpu_s"] = cpu
-        _emit(rec)
+        wall, cpu = _perf_ns() - state[0], _cpu_ns() - state[1]
+        _emit((self.site, call, _now_ns(), wall, cpu, _rank_known if _rank_known is not None else _rank()))
 
     def finish(self):
         pass

@@ -683,30 +683,9 @@ def profile(change, name, measure="timing", every=1, rate=None):
                     return fn(*a, **k)
                 finally:
                     probe.stop(call, state)
-        elif site.rate >= 1.0:
-            # 1 call in N: the unsampled path is two closure counters and a test, no
-            # attribute, no method call, no modulo.
-            every = site.every
-            n = 0
-            left = 1
-
-            @functools.wraps(fn)
-            def wrapper(*a, **k):
-                nonlocal n, left
-                n += 1
-                left -= 1
-                if left:
-                    return fn(*a, **k)
-                left = every
-                site.sampled += 1
-                call = n - site.offset
-                state = probe.start(call)
-                try:
-                    return fn(*a, **k)
-                finally:
-                    probe.stop(call, state)
-            site.counters.append(lambda: n)
         else:
+            # The unsampled path is two closure counters and a test: no attribute, no method
+            # call, no modulo; the rate is drawn only when the countdown comes round.
             every, rate, rand = site.every, site.rate, random.random
             n = 0
             left = 1
@@ -719,7 +698,7 @@ def profile(change, name, measure="timing", every=1, rate=None):
                 if left:
                     return fn(*a, **k)
                 left = every
-                if rand() >= rate:
+                if rate < 1.0 and rand() >= rate:
                     return fn(*a, **k)
                 site.sampled += 1
                 call = n - site.offset

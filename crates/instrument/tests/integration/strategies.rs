@@ -104,15 +104,7 @@ fn every_strategy_keeps_encoding_line_endings_tabs_and_the_missing_newline() {
     let list = list_changes(&root.path, &ListChangesInput::default()).unwrap();
     insta::assert_snapshot!("part_b", list.markdown);
 
-    let r = revert_changes(
-        &root.config(),
-        &RevertChangesInput {
-            all: true,
-            ids: vec![],
-            force: false,
-        },
-    )
-    .unwrap();
+    let r = root.revert_all();
     assert!(r.complete, "{r:?}");
     assert_eq!(std::fs::read(root.file("tricky.py")).unwrap(), TRICKY);
     assert!(!root
@@ -163,15 +155,7 @@ fn undoing_one_change_keeps_the_others_exactly_revertible() {
         "the newer change was rebased: {list:?}"
     );
     // Then the rest, exactly.
-    let r = revert_changes(
-        &root.config(),
-        &RevertChangesInput {
-            all: true,
-            ids: vec![],
-            force: false,
-        },
-    )
-    .unwrap();
+    let r = root.revert_all();
     assert!(
         r.reverted
             .iter()

@@ -129,6 +129,16 @@ impl Root {
             .collect()
     }
 
+    /// `revert_changes {"all": true}`.
+    pub fn revert_all(&self) -> system_profile_model::instrument::RevertResult {
+        let all = system_profile_model::instrument::RevertChangesInput {
+            all: true,
+            ids: Vec::new(),
+            force: false,
+        };
+        system_profile_instrument::revert_changes(&self.config(), &all).unwrap()
+    }
+
     /// The 1-based line of `name` that holds `needle` (the first).
     pub fn line_of(&self, name: &str, needle: &str) -> u32 {
         let text = String::from_utf8_lossy(&std::fs::read(self.file(name)).unwrap()).into_owned();

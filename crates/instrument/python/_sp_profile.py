@@ -790,7 +790,8 @@ def _transform(spec, source, filename):
         node = _find_def(tree, qual)
         if node is None:
             raise LookupError("%s has no function %s any more" % (filename, qual))
-        call = ast.parse("_sp_profile.profile(%r, %r, %r, %d, %r)" % (
+        # Self-contained: runpy runs module code in a namespace we do not get to fill.
+        call = ast.parse("__import__('_sp_profile').profile(%r, %r, %r, %d, %r)" % (
             spec["change"], qual, spec["measure"], spec.get("every") or 1, spec.get("rate")),
             mode="eval").body
         for n in ast.walk(call):
@@ -811,15 +812,10 @@ def run(spec, argv):
         entry, args = args[1], args[2:]
     elif args[:1] == ["--sp-module"] and len(args) > 1:
         module, args = args[1], args[2:]
-    this = sys.modules[__name__]
 
     class Loader(importlib.machinery.SourceFileLoader):
         def get_code(self, fullname):
             return _transform(spec, self.get_data(self.path), self.path)
-
-        def exec_module(self, mod):
-            mod.__dict__["_sp_profile"] = this
-            super().exec_module(mod)
 
     class Finder(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target_mod=None):
@@ -843,7 +839,6 @@ def run(spec, argv):
         code = compile(source, entry, "exec", dont_inherit=True)
     main = types.ModuleType("__main__")
     main.__file__ = entry
-    main.__dict__["_sp_profile"] = this
     main.__dict__["__builtins__"] = __builtins__
     sys.modules["__main__"] = main
     sys.argv = [entry] + args

@@ -336,6 +336,11 @@ fn a_runner_wraps_at_import_time_and_leaves_the_file_alone() {
     let out = root.run(&[&runner, "--sp-entry", "entry.py"]);
     assert_eq!(out.trim(), "42");
     assert_eq!(summary(&root.records(), &id), (7, 4));
+    // A module run as with -m.
+    std::fs::remove_file(root.path.join("profile_output/instrument/measure.jsonl")).unwrap();
+    let out = root.run(&[&runner, "--sp-module", "lib", "4"]);
+    assert_eq!(out.trim(), "12");
+    assert_eq!(summary(&root.records(), &id), (4, 2));
     assert!(
         !root.path.join("__pycache__").exists()
             || std::fs::read_dir(root.path.join("__pycache__"))

@@ -369,6 +369,57 @@ fn foreign_edits_merge_or_conflict_and_force_keeps_them() {
     let kept = root.join(forced["kept"].as_str().unwrap());
     assert_eq!(std::fs::read_to_string(kept).unwrap(), clash);
     assert_eq!(std::fs::read_to_string(root.join("app.py")).unwrap(), APP);
+
+    // A runner someone edited: a conflict with their diff; force deletes it and keeps theirs.
+    let r = call(
+        &mut s,
+        7,
+        "instrument_file",
+        json!({"path":"app.py","measure":"timing","function":"main","strategy":"runner"}),
+    );
+    let runner = structured(&r)["run_command"][1]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut text = std::fs::read_to_string(root.join(&runner)).unwrap();
+    text.push_str("# my note\n");
+    std::fs::write(root.join(&runner), &text).unwrap();
+    let r = call(&mut s, 8, "revert_changes", json!({"all": true}));
+    let r = structured(&r).clone();
+    let c = r["reverted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["file"] == json!(runner))
+        .unwrap()
+        .clone();
+    assert_eq!(c["outcome"], json!("conflict"), "{r}");
+    assert!(
+        c["foreign_diff"].as_str().unwrap().contains("+# my note"),
+        "{c}"
+    );
+    assert!(root.join(&runner).exists());
+    let r = call(
+        &mut s,
+        9,
+        "revert_changes",
+        json!({"all": true, "force": true}),
+    );
+    let r = structured(&r).clone();
+    assert_eq!(r["complete"], json!(true), "{r}");
+    assert!(!root.join(&runner).exists());
+    let c = r["reverted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["file"] == json!(runner))
+        .unwrap()
+        .clone();
+    assert_eq!(
+        std::fs::read_to_string(root.join(c["kept"].as_str().unwrap())).unwrap(),
+        text
+    );
+    assert_eq!(std::fs::read_to_string(root.join("app.py")).unwrap(), APP);
 }
 
 #[test]

@@ -482,8 +482,15 @@ class _Duplicates(_Timing):
         if torch is None:
             _note(self.site.change, "torch is not imported: no tensors to compare")
             return
+        import warnings
+        with warnings.catch_warnings():
+            # isinstance() on every live object wakes deprecated module attributes
+            warnings.simplefilter("ignore")
+            self.scan(call, torch, gc.get_objects())
+
+    def scan(self, call, torch, objects):
         groups, seen, scanned = {}, set(), 0
-        for obj in gc.get_objects():
+        for obj in objects:
             if not isinstance(obj, torch.Tensor):
                 continue
             try:

@@ -547,3 +547,89 @@ pub struct DuplicateGroup {
     /// The data is on the CPU and on a GPU.
     pub cross_device: bool,
 }
+
+/// The instrumentation log read back: what `summarize` puts in its tables.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InstrumentSummary {
+    /// Processes that loaded the helper (meta lines).
+    pub processes: u32,
+    /// One row per measured site, in the order sites first appear.
+    pub sites: Vec<SiteSummary>,
+    /// One row per copy direction.
+    pub transfers: Vec<TransferSummary>,
+    /// One row per (collective op, backend).
+    pub collectives: Vec<CollectiveSummary>,
+    /// The largest duplication seen, with its groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicates: Option<DuplicatesRecord>,
+    /// Peak memory seen at marked points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryPeaks>,
+    /// What the helper said it could not measure.
+    pub notes: Vec<String>,
+}
+
+/// One site: how often it ran, how often it was measured, and what a measured call took.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SiteSummary {
+    pub change: String,
+    pub site: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measure: Option<Measure>,
+    /// All calls, every process, from the exit summaries.
+    pub calls: u64,
+    /// Calls with a timing record.
+    pub timed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s_mean: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s_p50: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s_p95: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s_mean: Option<f64>,
+    /// Mean wall time of a measured call times all calls: the site's estimated total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s_total_est: Option<f64>,
+    /// Mean GPU time of a measured call (CUDA events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_s_mean: Option<f64>,
+}
+
+/// Copies in one direction, over every measured call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TransferSummary {
+    /// `h2d`, `d2h`, `d2d`.
+    pub direction: String,
+    pub count: u64,
+    pub bytes: u64,
+    pub bytes_per_copy_mean: f64,
+    pub pinned_count: u64,
+    pub time_s: f64,
+    /// Total bytes over total time.
+    pub bandwidth_gbps: f64,
+}
+
+/// One collective op on one backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CollectiveSummary {
+    pub op: String,
+    pub backend: String,
+    pub world_size: u32,
+    /// Calls recorded, all ranks.
+    pub count: u64,
+    pub bytes_total: u64,
+    pub bytes_p50: u64,
+    pub latency_s_p50: f64,
+    pub latency_s_p95: f64,
+    pub algbw_gbps_p50: f64,
+    pub busbw_gbps_p50: f64,
+}
+
+/// The highest memory readings at marked points.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryPeaks {
+    pub rss_bytes_max: u64,
+    /// Per device: the highest allocated, reserved and peak-allocated readings.
+    pub devices: Vec<DeviceMemory>,
+}

@@ -4,6 +4,7 @@
 
 pub mod cprofile_json;
 pub mod folded;
+pub mod instrument_log;
 pub mod kineto;
 pub mod line_profile;
 pub mod memory_profile;

@@ -844,3 +844,60 @@ fn nccl_tests_tables_old_and_new() {
         (8, "1e-07")
     );
 }
+
+#[test]
+fn instrument_log_of_real_helper_runs() {
+    use system_profile_parse::instrument_log;
+    let mut text = fixture("instrument_log", "cpu-gloo-torch");
+    // A crash mid-write leaves at most a torn last line: said, not fatal.
+    text.push_str("{\"kind\":\"timing\",\"t\":1");
+    let parsed = instrument_log::parse(&text);
+    let last = text.lines().count();
+    assert_eq!(parsed.diagnostics.len(), 1, "{:?}", parsed.diagnostics);
+    assert_eq!(parsed.diagnostics[0].line, Some(last));
+    let s = parsed.value;
+    // Two ranks and their launcher, tensors.py twice (itself and through the runner), busy.py.
+    assert_eq!(s.processes, 5);
+    let work = s.sites.iter().find(|x| x.site == "work").unwrap();
+    assert_eq!((work.calls, work.timed), (40, 10));
+    // busy.py asks for 2..5 ms per call.
+    assert!(
+        work.wall_s_p50.unwrap() >= 0.002 && work.wall_s_p95.unwrap() < 0.02,
+        "{work:?}"
+    );
+    let est = work.wall_s_total_est.unwrap();
+    assert!((est - work.wall_s_mean.unwrap() * 40.0).abs() < 1e-12);
+    let sync = s.sites.iter().find(|x| x.site == "sync").unwrap();
+    assert_eq!(sync.calls, 8, "4 calls on each of 2 ranks");
+    let ops: Vec<(&str, u64, u64, u32)> = s
+        .collectives
+        .iter()
+        .map(|c| (c.op.as_str(), c.count, c.bytes_p50, c.world_size))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("all_reduce", 8, 1 << 20, 2),
+            ("all_gather", 8, 2 << 20, 2),
+            ("broadcast", 8, 1 << 20, 2),
+            ("barrier", 8, 0, 2)
+        ]
+    );
+    let ar = &s.collectives[0];
+    assert_eq!(ar.backend, "gloo");
+    assert!(ar.latency_s_p50 > 0.0 && ar.latency_s_p95 >= ar.latency_s_p50);
+    // all_reduce's bus bandwidth equals its algorithm bandwidth at world size 2.
+    assert!((ar.busbw_gbps_p50 - ar.algbw_gbps_p50).abs() < 1e-12);
+    assert!(
+        s.transfers.is_empty(),
+        "no device crossed on a CPU-only machine"
+    );
+    let dup = s.duplicates.as_ref().unwrap();
+    assert_eq!(dup.bytes_duplicated, 4 << 20);
+    assert!(s.memory.as_ref().unwrap().rss_bytes_max > 50 << 20);
+    assert!(
+        s.notes.iter().any(|n| n.contains("CUDA is not available")),
+        "{:?}",
+        s.notes
+    );
+}

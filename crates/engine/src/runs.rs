@@ -41,14 +41,10 @@ pub fn utc_stamp(unix_s: u64) -> String {
 /// Write `bytes` to `path` through a temporary file in the same folder and a rename, so a
 /// reader sees the old file or the new one, never half of one.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("json.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
+    // The one atomic write of the project (temp, fsync, rename, fsync of the folder).
+    let temp = path.with_extension("json.tmp");
+    system_profile_instrument::ledger::write_atomic(path, &temp, bytes, 0o644, None)
+        .map_err(std::io::Error::other)
 }
 
 /// One run in progress: how to stop it and how to learn that it ended.

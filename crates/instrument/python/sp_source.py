@@ -176,8 +176,6 @@ def block(req):
         s_line, e_line = first_line(run[0]), run[-1].end_lineno
         if any(isinstance(s, ast.ImportFrom) and s.module == "__future__" for s in run):
             raise ValueError("lines %d-%d hold a __future__ import, which must stay first" % (s_line, e_line))
-        if run[0].col_offset != 0 and body is tree.body:
-            raise ValueError("unexpected indentation")
         return {"start": s_line, "end": e_line, "scope": scope,
                 "escapes": escapes(run, in_loop),
                 "string_lines": [l for l in string_lines(src) if s_line < l <= e_line]}

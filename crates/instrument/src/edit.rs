@@ -4,7 +4,7 @@
 
 use crate::python::{Analysis, Block, Function, Python, PythonError};
 use crate::source::{Edits, Source};
-use crate::InstrumentError;
+use crate::{refused, InstrumentError};
 use std::path::Path;
 use system_profile_model::instrument::{LineRange, Measure};
 
@@ -97,13 +97,6 @@ pub struct EditContext<'a> {
     /// The file as the user names it (relative to the root): in labels.
     pub rel: &'a str,
     pub snippet: Option<&'a str>,
-}
-
-fn refused(field: &'static str, message: impl Into<String>) -> InstrumentError {
-    InstrumentError::Refused {
-        field,
-        message: message.into(),
-    }
 }
 
 /// Find each comma-separated qualified name in the file.

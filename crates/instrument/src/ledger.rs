@@ -209,10 +209,6 @@ impl LedgerStore {
         Ok(store)
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     pub fn abs(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }

@@ -52,7 +52,7 @@ pub enum InstrumentError {
     Ledger(#[from] LedgerError),
 }
 
-fn refused(field: &'static str, message: impl Into<String>) -> InstrumentError {
+pub(crate) fn refused(field: &'static str, message: impl Into<String>) -> InstrumentError {
     InstrumentError::Refused {
         field,
         message: message.into(),

@@ -107,10 +107,6 @@ impl Python {
         })
     }
 
-    pub fn name(&self) -> &str {
-        &self.python
-    }
-
     fn ask(&mut self, request: Value) -> Result<Value, PythonError> {
         let gone = |detail: String| PythonError::Gone {
             python: self.python.clone(),

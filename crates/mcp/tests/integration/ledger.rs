@@ -58,6 +58,21 @@ fn structured(answer: &Value) -> &Value {
     &answer["result"]["structuredContent"]
 }
 
+/// `revert_changes` with these arguments; its structured result.
+fn revert(s: &mut Server, id: u64, arguments: Value) -> Value {
+    structured(&call(s, id, "revert_changes", arguments)).clone()
+}
+
+/// The reverted change of `r` whose `key` is `value`.
+fn reverted<'a>(r: &'a Value, key: &str, value: &Value) -> &'a Value {
+    r["reverted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| &c[key] == value)
+        .unwrap_or_else(|| panic!("no change with {key} {value} in {r}"))
+}
+
 const STEP: &str = r#"{"path":"app.py","measure":"timing","function":"Model.step","strategy":"decorator","sample_every":2}"#;
 
 #[test]
@@ -301,8 +316,7 @@ fn foreign_edits_merge_or_conflict_and_force_keeps_them() {
     std::fs::write(root.join("app.py"), &edited).unwrap();
     let listed = call(&mut s, 2, "list_changes", json!({}));
     assert_eq!(structured(&listed)["drifted"], json!(["app.py"]));
-    let r = call(&mut s, 3, "revert_changes", json!({"all": true}));
-    let r = structured(&r).clone();
+    let r = revert(&mut s, 3, json!({"all": true}));
     assert_eq!(r["complete"], json!(true), "{r}");
     assert_eq!(r["reverted"][0]["id"], json!(id));
     assert_eq!(r["reverted"][0]["outcome"], json!("merged"), "{r}");
@@ -331,41 +345,24 @@ fn foreign_edits_merge_or_conflict_and_force_keeps_them() {
         "\"timing\", 2)  # mine now",
     );
     std::fs::write(root.join("app.py"), &clash).unwrap();
-    let r = call(&mut s, 5, "revert_changes", json!({"ids": [ids[2]]}));
-    let r = structured(&r).clone();
+    let r = revert(&mut s, 5, json!({"ids": [ids[2]]}));
     assert_eq!(r["complete"], json!(false), "{r}");
     assert_eq!(r["reverted"][0]["outcome"], json!("conflict"), "{r}");
+    let foreign = r["reverted"][0]["foreign_diff"].as_str().unwrap();
     assert!(
-        r["reverted"][0]["foreign_diff"]
-            .as_str()
-            .unwrap()
-            .contains("+    @_sp_profile.profile(")
-            || r["reverted"][0]["foreign_diff"]
-                .as_str()
-                .unwrap()
-                .contains("# mine now"),
+        foreign.contains(&format!("-    @_sp_profile.profile(\"{}\"", ids[2])),
         "{r}"
     );
+    assert!(foreign.contains("\"timing\", 2)  # mine now"), "{r}");
     assert_eq!(
         std::fs::read_to_string(root.join("app.py")).unwrap(),
         clash,
         "a conflict touches nothing"
     );
     // force: the original back, the edited bytes kept where the answer says.
-    let r = call(
-        &mut s,
-        6,
-        "revert_changes",
-        json!({"all": true, "force": true}),
-    );
-    let r = structured(&r).clone();
+    let r = revert(&mut s, 6, json!({"all": true, "force": true}));
     assert_eq!(r["complete"], json!(true), "{r}");
-    let forced = r["reverted"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["outcome"] == json!("forced"))
-        .expect("one forced");
+    let forced = reverted(&r, "outcome", &json!("forced"));
     let kept = root.join(forced["kept"].as_str().unwrap());
     assert_eq!(std::fs::read_to_string(kept).unwrap(), clash);
     assert_eq!(std::fs::read_to_string(root.join("app.py")).unwrap(), APP);
@@ -384,37 +381,18 @@ fn foreign_edits_merge_or_conflict_and_force_keeps_them() {
     let mut text = std::fs::read_to_string(root.join(&runner)).unwrap();
     text.push_str("# my note\n");
     std::fs::write(root.join(&runner), &text).unwrap();
-    let r = call(&mut s, 8, "revert_changes", json!({"all": true}));
-    let r = structured(&r).clone();
-    let c = r["reverted"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["file"] == json!(runner))
-        .unwrap()
-        .clone();
+    let r = revert(&mut s, 8, json!({"all": true}));
+    let c = reverted(&r, "file", &json!(runner));
     assert_eq!(c["outcome"], json!("conflict"), "{r}");
     assert!(
         c["foreign_diff"].as_str().unwrap().contains("+# my note"),
         "{c}"
     );
     assert!(root.join(&runner).exists());
-    let r = call(
-        &mut s,
-        9,
-        "revert_changes",
-        json!({"all": true, "force": true}),
-    );
-    let r = structured(&r).clone();
+    let r = revert(&mut s, 9, json!({"all": true, "force": true}));
     assert_eq!(r["complete"], json!(true), "{r}");
     assert!(!root.join(&runner).exists());
-    let c = r["reverted"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["file"] == json!(runner))
-        .unwrap()
-        .clone();
+    let c = reverted(&r, "file", &json!(runner));
     assert_eq!(
         std::fs::read_to_string(root.join(c["kept"].as_str().unwrap())).unwrap(),
         text

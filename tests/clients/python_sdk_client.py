@@ -43,6 +43,12 @@ async def main(mode: str, binary: str, root: str) -> dict:
         structured = result.structured_content or {}
         t = target.structured_content or {}
         p = plan.structured_content or {}
+        # Steps 5 and 6: the plan's measure step as planned, then the report in Japanese (the
+        # SDK checks the structured result against the tool's output schema).
+        measure = next((s["run_profiler"] for s in p.get("steps", []) if s["method"] == "measure"), None)
+        ran = await client.call_tool("run_profiler", measure) if measure else None
+        report = await client.call_tool("summarize", {"lang": "ja"})
+        rs = report.structured_content or {}
         return {
             "mode": mode,
             "protocol_version": session.protocol_version,
@@ -81,6 +87,13 @@ async def main(mode: str, binary: str, root: str) -> dict:
                 "methods": [s["method"] for s in p.get("steps", [])],
                 "run_profiler": [s["run_profiler"] for s in p.get("steps", [])],
                 "progress": plan_progress,
+            },
+            "run_status": (ran.structured_content or {}).get("status") if ran else None,
+            "summary": {
+                "is_error": report.is_error,
+                "text": report.content[0].text if report.content else "",
+                "cpu_rows": len((rs.get("report") or {}).get("cpu", [])),
+                "markdown_path": rs.get("markdown_path"),
             },
         }
 

@@ -15,6 +15,7 @@ use system_profile_model::instrument::{
     RevertResult,
 };
 use system_profile_model::plan::{Plan, PlanProfileInput, TargetSpec};
+use system_profile_model::report::{CompareInput, CompareOutput, SummarizeInput, SummarizeOutput};
 use system_profile_model::run::{
     CancelRunInput, GetRunInput, ListRunsInput, RunList, RunProfilerInput, RunRecord, RunStatus,
     RunTarget,
@@ -119,6 +120,20 @@ fn instrument_error(e: system_profile_instrument::InstrumentError) -> EngineErro
         E::Refused { field, message } => EngineError::InvalidInput { field, message },
         other => EngineError::Failed {
             message: other.to_string(),
+        },
+    }
+}
+
+fn report_error(e: system_profile_report::ReportError) -> EngineError {
+    match e.kind() {
+        system_profile_report::ReportErrorKind::InvalidInput { field } => {
+            EngineError::InvalidInput {
+                field,
+                message: e.to_string(),
+            }
+        }
+        _ => EngineError::Failed {
+            message: e.to_string(),
         },
     }
 }
@@ -573,7 +588,48 @@ impl Engine {
             })??);
         }
         let balance = rank_balance(&traces);
-        Ok(TraceReport { traces, balance })
+        let mut report = TraceReport {
+            traces,
+            balance,
+            stored: None,
+        };
+        // Kept in the session so `summarize` reports it without reading the traces again.
+        match self.runs.store_trace(&report) {
+            Ok(path) => report.stored = Some(path),
+            Err(e) => tracing::warn!("trace analysis not stored: {e}"),
+        }
+        Ok(report)
+    }
+
+    fn report_config(&self) -> system_profile_report::ReportConfig {
+        system_profile_report::ReportConfig {
+            root: self.root.clone(),
+            current_session: self.runs.session().to_string(),
+        }
+    }
+
+    /// Step 6: the session's report, written beside its manifest.
+    pub async fn summarize(&self, input: SummarizeInput) -> Result<SummarizeOutput, EngineError> {
+        let config = self.report_config();
+        // The ledger is read for Part B: not while a change is being made.
+        let _one = self.ledger_lock.lock().await;
+        tokio::task::spawn_blocking(move || system_profile_report::summarize(&config, &input))
+            .await
+            .map_err(|e| EngineError::Failed {
+                message: format!("summarize stopped: {e}"),
+            })?
+            .map_err(report_error)
+    }
+
+    /// Two sessions side by side, each delta against the repeats' noise.
+    pub async fn compare(&self, input: CompareInput) -> Result<CompareOutput, EngineError> {
+        let config = self.report_config();
+        tokio::task::spawn_blocking(move || system_profile_report::compare(&config, &input))
+            .await
+            .map_err(|e| EngineError::Failed {
+                message: format!("compare stopped: {e}"),
+            })?
+            .map_err(report_error)
     }
 
     fn instrument_config(&self) -> system_profile_instrument::InstrumentConfig {

@@ -103,6 +103,9 @@ impl RunBook {
         RunList {
             session: self.session.clone(),
             dir: self.session_dir().to_string_lossy().into_owned(),
+            logical_cpus: std::thread::available_parallelism()
+                .ok()
+                .map(|n| n.get() as u32),
             runs: self.records.lock().map(|r| r.clone()).unwrap_or_default(),
         }
     }
@@ -126,6 +129,31 @@ impl RunBook {
         std::fs::create_dir_all(&dir)?;
         let text = serde_json::to_vec_pretty(&list).map_err(std::io::Error::other)?;
         write_atomically(&dir.join("manifest.json"), &text)
+    }
+
+    /// Keep an `analyze_trace` result as `traces/tNNN.json` in the session folder; returns
+    /// its path relative to the root.
+    pub fn store_trace(
+        &self,
+        report: &system_profile_model::trace::TraceReport,
+    ) -> std::io::Result<String> {
+        let _one_writer = self.write_lock.lock();
+        system_profile_instrument::output_dir(&self.root).map_err(std::io::Error::other)?;
+        let rel = self.session_dir().join(system_profile_report::TRACES_DIR);
+        let dir = self.root.join(&rel);
+        std::fs::create_dir_all(&dir)?;
+        let n = std::fs::read_dir(&dir)?
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .count()
+            + 1;
+        let name = format!("t{n:03}.json");
+        let text = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
+        write_atomically(&dir.join(&name), &text)?;
+        // The manifest too, so the session is listed even when it has no run.
+        drop(_one_writer);
+        self.save()?;
+        Ok(rel.join(name).to_string_lossy().into_owned())
     }
 
     pub fn insert(&self, record: RunRecord) {

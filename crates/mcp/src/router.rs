@@ -136,7 +136,7 @@ async fn tools_call(params: Params<'static>, state: Arc<ServerState>) -> Answer 
         Ok(value) => {
             body.insert(
                 "content".into(),
-                json!([{ "type": "text", "text": value.to_string() }]),
+                json!([{ "type": "text", "text": tool.text(&value) }]),
             );
             body.insert("structuredContent".into(), value);
             body.insert("isError".into(), json!(false));

@@ -15,6 +15,9 @@ use system_profile_model::instrument::{
 };
 use system_profile_model::plan::{Plan, PlanProfileInput};
 use system_profile_model::recipe::Recipe;
+use system_profile_model::report::{
+    CompareInput, CompareOutput, Report, SummarizeInput, SummarizeOutput,
+};
 use system_profile_model::run::{
     CancelRunInput, GetRunInput, ListRunsInput, RunList, RunProfilerInput, RunRecord,
 };
@@ -43,6 +46,8 @@ pub struct ToolDef {
     input_schema: fn() -> Value,
     output_schema: fn() -> Value,
     call: CallFn,
+    /// The text content of a result (default: the JSON itself).
+    text: fn(&Value) -> String,
 }
 
 impl ToolDef {
@@ -62,6 +67,11 @@ impl ToolDef {
         progress: &Progress,
     ) -> Result<Value, ToolError> {
         (self.call)(engine, arguments, progress).await
+    }
+
+    /// The result as the text content block carries it.
+    pub fn text(&self, result: &Value) -> String {
+        (self.text)(result)
     }
 
     /// The tool as `tools/list` describes it.
@@ -296,6 +306,30 @@ tool_call!(
     |engine, input, progress| engine.revert_changes(input).await?
 );
 
+tool_call!(summarize_call, SummarizeInput, |engine, input, progress| {
+    engine.summarize(input).await?
+});
+
+tool_call!(compare_call, CompareInput, |engine, input, progress| engine
+    .compare(input)
+    .await?);
+
+fn json_text(result: &Value) -> String {
+    result.to_string()
+}
+
+/// A report's text: its Markdown, or with `format: json` the report (or the deltas) as JSON.
+fn report_text(result: &Value) -> String {
+    if result["format"] == "json" {
+        let data = result.get("report").unwrap_or(&result["deltas"]);
+        return data.to_string();
+    }
+    result["markdown"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| result.to_string())
+}
+
 const READ_ONLY: Annotations = Annotations {
     read_only: true,
     destructive: false,
@@ -303,7 +337,7 @@ const READ_ONLY: Annotations = Annotations {
     open_world: false,
 };
 
-static TOOLS: [ToolDef; 11] = [
+static TOOLS: [ToolDef; 13] = [
     ToolDef {
         name: "identify_target",
         title: "Identify the profiling target",
@@ -326,6 +360,7 @@ static TOOLS: [ToolDef; 11] = [
         input_schema: schema_of::<IdentifyTargetInput>,
         output_schema: schema_of::<Target>,
         call: identify_target_call,
+        text: json_text,
     },
     ToolDef {
         name: "detect_tools",
@@ -345,6 +380,7 @@ static TOOLS: [ToolDef; 11] = [
         input_schema: schema_of::<DetectToolsInput>,
         output_schema: schema_of::<DetectReport>,
         call: detect_tools_call,
+        text: json_text,
     },
     ToolDef {
         name: "plan_profile",
@@ -369,6 +405,7 @@ static TOOLS: [ToolDef; 11] = [
         input_schema: schema_of::<PlanProfileInput>,
         output_schema: schema_of::<Plan>,
         call: plan_profile_call,
+        text: json_text,
     },
     ToolDef {
         name: "run_profiler",
@@ -401,6 +438,7 @@ static TOOLS: [ToolDef; 11] = [
         input_schema: schema_of::<RunProfilerInput>,
         output_schema: schema_of::<RunRecord>,
         call: run_profiler_call,
+        text: json_text,
     },
     ToolDef {
         name: "get_run",
@@ -412,6 +450,7 @@ static TOOLS: [ToolDef; 11] = [
         input_schema: schema_of::<GetRunInput>,
         output_schema: schema_of::<RunRecord>,
         call: get_run_call,
+        text: json_text,
     },
     ToolDef {
         name: "list_runs",
@@ -422,6 +461,7 @@ static TOOLS: [ToolDef; 11] = [
         input_schema: schema_of::<ListRunsInput>,
         output_schema: schema_of::<RunList>,
         call: list_runs_call,
+        text: json_text,
     },
     ToolDef {
         name: "cancel_run",
@@ -437,6 +477,7 @@ static TOOLS: [ToolDef; 11] = [
         input_schema: schema_of::<CancelRunInput>,
         output_schema: schema_of::<RunRecord>,
         call: cancel_run_call,
+        text: json_text,
     },
     ToolDef {
         name: "analyze_trace",
@@ -452,6 +493,7 @@ static TOOLS: [ToolDef; 11] = [
         input_schema: schema_of::<AnalyzeTraceInput>,
         output_schema: schema_of::<TraceReport>,
         call: analyze_trace_call,
+        text: json_text,
     },
     ToolDef {
         name: "instrument_file",
@@ -478,6 +520,7 @@ static TOOLS: [ToolDef; 11] = [
         input_schema: schema_of::<InstrumentFileInput>,
         output_schema: schema_of::<InstrumentResult>,
         call: instrument_file_call,
+        text: json_text,
     },
     ToolDef {
         name: "list_changes",
@@ -489,6 +532,7 @@ static TOOLS: [ToolDef; 11] = [
         input_schema: schema_of::<ListChangesInput>,
         output_schema: schema_of::<ChangeList>,
         call: list_changes_call,
+        text: json_text,
     },
     ToolDef {
         name: "revert_changes",
@@ -508,6 +552,60 @@ static TOOLS: [ToolDef; 11] = [
         input_schema: schema_of::<RevertChangesInput>,
         output_schema: schema_of::<RevertResult>,
         call: revert_changes_call,
+        text: json_text,
+    },
+    ToolDef {
+        name: "summarize",
+        title: "Write the profile report",
+        description: "Step 6: the session's report (default: this server's session; or \
+            `session` and `runs`), in English or Japanese (`lang`: en, ja). Part A, each table \
+            only where its data exists and each row citing its run and artifact: CPU overhead \
+            (wall, user, sys, utilisation in cores and of the machine, voluntary and \
+            involuntary context switches and per second, page faults, migrations, IPC), memory \
+            (RSS peak and at end, heap peak, GPU allocated/reserved/peak per device, the \
+            duplication column: bytes held on CPU and GPU at once, per-device balance), \
+            interconnect (per transfer type and NCCL op: count, size p50/p95, total, latency, \
+            bandwidth, link NVLink or PCIe and its share of peak, comm/compute ratio), GPU \
+            compute (SM utilisation, kernels, launch overhead, bandwidth against peak), hotspots \
+            merged across py-spy, cProfile, perf, line_profiler and Kineto with the tools that \
+            agree and links to flame graphs; SVG charts of CPU, RSS, GPU utilisation and memory, \
+            PCIe/NVLink throughput; recommendations ranked by estimated impact, each with its \
+            evidence, gain (time or memory, share of wall) and confidence. Part B: every \
+            instrumentation change from the ledger and the offer to revert them all. Writes \
+            profile_output/<session>/report.md and report.json; the text content is the \
+            Markdown (or the JSON with format: json).",
+        annotations: Annotations {
+            read_only: false,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        input_schema: schema_of::<SummarizeInput>,
+        output_schema: schema_of::<SummarizeOutput>,
+        call: summarize_call,
+        text: report_text,
+    },
+    ToolDef {
+        name: "compare",
+        title: "Compare two profiles",
+        description: "Before and after a fix: two sessions (or chosen runs of each), runs \
+            matched by method and target, every shared figure side by side (wall and CPU \
+            time, context switches, RSS and heap peaks, hotspot shares, GPU idle and kernel \
+            time, copy time) with its delta, and for each delta whether it is larger than the \
+            run-to-run noise of the repeats (pooled standard deviation; a delta counts when it \
+            exceeds twice the standard error of the difference). With one run a side the \
+            verdict is unknown: repeat the runs. Writes compare-<before>-vs-<after>.md and \
+            .json in the after session's folder.",
+        annotations: Annotations {
+            read_only: false,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        input_schema: schema_of::<CompareInput>,
+        output_schema: schema_of::<CompareOutput>,
+        call: compare_call,
+        text: report_text,
     },
 ];
 
@@ -535,7 +633,7 @@ pub fn find(name: &str) -> Option<&'static ToolDef> {
 
 /// The files `system-profile schemas` writes: `<tool>.input.json` and `<tool>.output.json` for
 /// every tool, `recipe.json` for recipe authors, `instrument_record.json` (a line of the
-/// instrumentation log) and `ledger.json`; pretty-printed with a final newline, in a
+/// instrumentation log), `ledger.json` and `report.json` (summarize's report.json); pretty-printed with a final newline, in a
 /// fixed order.
 pub fn schema_files() -> Vec<(String, String)> {
     let pretty = |schema: Value| {
@@ -558,6 +656,7 @@ pub fn schema_files() -> Vec<(String, String)> {
         pretty(schema_of::<InstrumentRecord>()),
     ));
     files.push(("ledger.json".into(), pretty(schema_of::<Ledger>())));
+    files.push(("report.json".into(), pretty(schema_of::<Report>())));
     files
 }
 

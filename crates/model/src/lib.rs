@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod peaks;
 pub mod plan;
 pub mod recipe;
+pub mod report;
 pub mod run;
 pub mod target;
 pub mod topology;

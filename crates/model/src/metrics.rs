@@ -687,6 +687,20 @@ pub struct TraceCopies {
     pub bandwidth_gbps: f64,
     /// Counts by size: < 1 KiB, < 64 KiB, < 1 MiB, < 16 MiB, >= 16 MiB.
     pub size_buckets: Vec<u64>,
+    /// Bytes of one copy, median and p95 (where each copy was seen: Kineto).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_p50: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_p95: Option<u64>,
+    /// Duration of one copy, median and p95, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_us_p50: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_us_p95: Option<f64>,
+    /// Copies from or to pageable host memory (Kineto names them `Pageable`): each is staged
+    /// through a pinned buffer by the driver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pageable_count: Option<u64>,
     /// The bandwidth against the link it crossed (PCIe for HtoD/DtoH, NVLink for PtoP, device
     /// memory for DtoD), when the GPU model is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]

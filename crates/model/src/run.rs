@@ -692,6 +692,9 @@ pub struct RunList {
     pub session: String,
     /// The session's folder, relative to the server's root.
     pub dir: String,
+    /// CPUs the server could run on (for CPU use per core in the report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logical_cpus: Option<u32>,
     pub runs: Vec<RunRecord>,
 }
 

@@ -54,4 +54,8 @@ pub struct TraceReport {
     pub traces: Vec<TraceFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub balance: Option<RankBalance>,
+    /// Where the session keeps this result for `summarize`
+    /// (`profile_output/<session>/traces/t001.json`), relative to the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<String>,
 }

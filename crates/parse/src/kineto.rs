@@ -147,6 +147,10 @@ struct CopyAcc {
     bytes: u64,
     total: f64,
     buckets: [u64; 5],
+    /// Each copy's bytes and duration, for the percentiles.
+    sizes: Vec<u64>,
+    durations: Vec<f64>,
+    pageable: u64,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -324,6 +328,9 @@ impl Acc {
                     c.count += 1;
                     c.total += g.dur;
                     c.bytes += g.bytes;
+                    c.sizes.push(g.bytes);
+                    c.durations.push(g.dur);
+                    c.pageable += u64::from(name.contains("Pageable"));
                     let bucket = match g.bytes {
                         0..1024 => 0,
                         1024..65536 => 1,
@@ -414,7 +421,9 @@ impl Acc {
         let model = self.device_names.values().next().and_then(|n| gpu_peaks(n));
         let copies = copies
             .into_iter()
-            .map(|(direction, c)| {
+            .map(|(direction, mut c)| {
+                c.sizes.sort_unstable();
+                c.durations.sort_by(f64::total_cmp);
                 let bandwidth_gbps = if c.total > 0.0 {
                     c.bytes as f64 / (c.total * 1e-6) / 1e9
                 } else {
@@ -428,15 +437,16 @@ impl Acc {
                     total_us: c.total,
                     bandwidth_gbps,
                     size_buckets: c.buckets.to_vec(),
+                    bytes_p50: nearest_rank(&c.sizes, 0.5),
+                    bytes_p95: nearest_rank(&c.sizes, 0.95),
+                    duration_us_p50: nearest_rank(&c.durations, 0.5),
+                    duration_us_p95: nearest_rank(&c.durations, 0.95),
+                    pageable_count: Some(c.pageable),
                 }
             })
             .collect();
         delays.sort_by(f64::total_cmp);
-        let rank_of = |q: f64| {
-            (!delays.is_empty()).then(|| {
-                delays[((q * delays.len() as f64).ceil() as usize).clamp(1, delays.len()) - 1]
-            })
-        };
+        let rank_of = |q: f64| nearest_rank(&delays, q);
         TraceAnalysis {
             rank: self.rank,
             events: self.events,
@@ -528,6 +538,12 @@ fn intersection(a: &[(f64, f64)], b: &[(f64, f64)]) -> f64 {
         }
     }
     total
+}
+
+/// The nearest-rank quantile of sorted values.
+fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    (!sorted.is_empty())
+        .then(|| sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1])
 }
 
 /// Reads a JSON document in chunks and hands out the bytes of one complete value at a time,

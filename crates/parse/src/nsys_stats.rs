@@ -217,6 +217,11 @@ pub fn parse(input: &str) -> Parsed<NsysStats> {
                             total_us: 0.0,
                             bandwidth_gbps: 0.0,
                             size_buckets: Vec::new(),
+                            bytes_p50: None,
+                            bytes_p95: None,
+                            duration_us_p50: None,
+                            duration_us_p95: None,
+                            pageable_count: None,
                             vs_peak: None,
                         });
                     if t.report == "cuda_gpu_mem_time_sum" {

@@ -649,6 +649,29 @@ fn kineto_traces_agree_with_an_independent_count() {
         "{:?}",
         nccl.categories
     );
+    // Per copy direction: size median and p95 (nearest rank) and the pageable copies, as
+    // tests/tools/kineto_check.py counts them.
+    for (case, direction, p50, p95, pageable) in [
+        (
+            "hta-128rank-sampled-rank0",
+            "DtoD",
+            16_777_216,
+            78_465_024,
+            0,
+        ),
+        ("hta-128rank-sampled-rank0", "DtoH", 1, 3_048, 4),
+        ("hta-128rank-sampled-rank0", "HtoD", 1_024, 786_432, 8),
+        ("hta-a100-2rank-nccl-allreduce", "DtoD", 1_024, 2_097_152, 0),
+        ("hta-a100-alexnet-single", "HtoD", 16_384, 150_994_944, 16),
+    ] {
+        let a = kineto(case);
+        let c = a.copies.iter().find(|c| c.direction == direction).unwrap();
+        assert_eq!(
+            (c.bytes_p50, c.bytes_p95, c.pageable_count),
+            (Some(p50), Some(p95), Some(pageable)),
+            "{case} {direction}"
+        );
+    }
 }
 
 #[test]

@@ -95,6 +95,8 @@ fn schemas_writes_every_file_and_check_catches_a_stale_one() {
             "analyze_trace.output.json",
             "cancel_run.input.json",
             "cancel_run.output.json",
+            "compare.input.json",
+            "compare.output.json",
             "detect_tools.input.json",
             "detect_tools.output.json",
             "get_run.input.json",
@@ -113,10 +115,13 @@ fn schemas_writes_every_file_and_check_catches_a_stale_one() {
             "plan_profile.input.json",
             "plan_profile.output.json",
             "recipe.json",
+            "report.json",
             "revert_changes.input.json",
             "revert_changes.output.json",
             "run_profiler.input.json",
             "run_profiler.output.json",
+            "summarize.input.json",
+            "summarize.output.json",
         ],
         "stale schema removed, other files kept, no temporary left"
     );

@@ -55,6 +55,8 @@ fn assert_detect_through_sdk(r: &Value) {
             "cancel_run",
             "instrument_file",
             "revert_changes",
+            "summarize",
+            "compare",
         ]
         .contains(&t["name"].as_str().unwrap());
         assert_eq!(t["read_only"], !writes, "{t}");
@@ -78,6 +80,15 @@ fn assert_detect_through_sdk(r: &Value) {
         .map(|m| m.as_str().unwrap())
         .collect();
     assert!(methods.contains(&"memray"), "{methods:?}");
+    // The measure step ran as planned and summarize reported it, in Japanese, as Markdown.
+    assert_eq!(r["run_status"], "completed", "{r}");
+    let s = &r["summary"];
+    assert_eq!(s["is_error"], false, "{s}");
+    let text = s["text"].as_str().unwrap();
+    assert!(text.starts_with("# プロファイルレポート"), "{text}");
+    assert!(text.contains("パート B: 計測コードの変更履歴"), "{text}");
+    assert_eq!(s["cpu_rows"], 1, "{s}");
+    assert!(s["markdown_path"].as_str().unwrap().ends_with("/report.md"));
     for run in p["run_profiler"].as_array().unwrap() {
         let command = run["target"]["command"].as_array().unwrap();
         assert!(command[1].as_str().unwrap().ends_with("/work.py"), "{run}");

@@ -5,6 +5,7 @@ mod cli;
 mod clients;
 mod ledger;
 mod listen;
+mod report;
 mod stdio;
 mod steps;
 mod util;

@@ -221,7 +221,7 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 /// Every tool, in the order tools/list gives them.
-pub const TOOL_NAMES: [&str; 11] = [
+pub const TOOL_NAMES: [&str; 13] = [
     "identify_target",
     "detect_tools",
     "plan_profile",
@@ -233,6 +233,8 @@ pub const TOOL_NAMES: [&str; 11] = [
     "instrument_file",
     "list_changes",
     "revert_changes",
+    "summarize",
+    "compare",
 ];
 
 /// The tool named `name` in a tools/list result.

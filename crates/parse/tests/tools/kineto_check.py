@@ -3,7 +3,7 @@
 traces: per device busy/span/idle (union of kernel, memcpy, memset intervals), kernel time,
 NCCL time and its overlap with other kernels, copies per direction, launch calls.
 Usage: python3 crates/parse/tests/tools/kineto_check.py crates/parse/tests/data/kineto/*.json.gz"""
-import gzip, json, sys, collections
+import collections, gzip, json, math, sys
 
 def union(iv):
     iv = sorted(iv); out = []
@@ -40,6 +40,8 @@ for path in sys.argv[1:]:
         return c in runtime and runtime[c] < cutoff
     dev = collections.defaultdict(lambda: {"all": [], "comm": [], "comp": [], "k": 0.0})
     copies = collections.defaultdict(lambda: [0, 0])
+    sizes = collections.defaultdict(list)
+    pageable = collections.Counter()
     launches = kernels = 0
     for e in ev:
         if not isinstance(e, dict) or e.get("ph") != "X": continue
@@ -53,10 +55,15 @@ for path in sys.argv[1:]:
                 for k in ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH"):
                     if k in e["name"]:
                         copies[k][0] += 1; copies[k][1] += a.get("bytes", 0)
+                        sizes[k].append(a.get("bytes", 0)); pageable[k] += "Pageable" in e["name"]
         if c in ("cuda_runtime", "cuda_driver") and (e["name"].startswith("cudaLaunchKernel") or e["name"].startswith("cuLaunchKernel")) \
                 and (cutoff is None or e["ts"] < cutoff):
             launches += 1
     print(path.split("/")[-1], "steps", len(steps), "kernels", kernels, "launches", launches, "copies", dict(copies))
+    for k in sorted(sizes):
+        v = sorted(sizes[k])
+        rank = lambda q: v[max(1, math.ceil(q * len(v))) - 1]
+        print(f"  {k}: p50 {rank(0.5)} p95 {rank(0.95)} pageable {pageable[k]}")
     for k in sorted(dev):
         d = dev[k]; u = union(d["all"]); span = u[-1][1] - u[0][0]; busy = sum(e - s for s, e in u)
         cm, cp = union(d["comm"]), union(d["comp"])

@@ -1,0 +1,506 @@
+//! `summarize` and `compare`: the report of step 6. Part A (CPU, memory, interconnect, GPU
+//! compute, hotspots, recommendations), Part B (the change log), charts; every row cites the
+//! run and the artifact it came from.
+
+use crate::instrument::ChangeRow;
+use crate::run::Method;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The language of a report's headings and sentences; numbers, names and paths are never
+/// translated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Lang {
+    #[default]
+    En,
+    /// Japanese, the language of the seed.
+    Ja,
+}
+
+/// What a report call returns as its text: the Markdown (default) or the JSON.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportFormat {
+    #[default]
+    Markdown,
+    Json,
+}
+
+/// Input of `summarize`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SummarizeInput {
+    /// A session folder under `profile_output/` (`20261202-130203-4121`); default: this
+    /// server's session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Only these runs of the session; default: every run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
+    #[serde(default)]
+    pub lang: Lang,
+    /// What the call's text carries; both files are written either way.
+    #[serde(default)]
+    pub format: ReportFormat,
+}
+
+/// Where a figure came from: a run of the session and the file it was read from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub struct Source {
+    /// A run id, `trace` for a stored `analyze_trace` result, or `instrument` for the
+    /// instrumentation log.
+    pub run_id: String,
+    /// Relative to the server's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<String>,
+}
+
+/// One run the report read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunRef {
+    pub run_id: String,
+    pub profiler: Method,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// `completed`, `failed`, ...
+    pub status: String,
+    /// The target's command line, or `pid N`, or `system`.
+    pub target: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
+}
+
+/// One run's CPU figures (`time -v`, `perf stat`, the /proc sampler).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CpuRow {
+    pub run_id: String,
+    pub sources: Vec<Source>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sys_s: Option<f64>,
+    /// CPU time over wall time: cores kept busy on average.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_utilization_cores: Option<f64>,
+    /// The same over the machine's logical CPUs, in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_utilization_of_machine_percent: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voluntary_ctx_switches: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub involuntary_ctx_switches: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voluntary_ctx_switches_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub involuntary_ctx_switches_per_s: Option<f64>,
+    /// Page faults: all, and those that read from disk (major) or not (minor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_faults: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub major_faults: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minor_faults: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_migrations: Option<u64>,
+    /// Instructions per cycle, where the machine has the counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipc: Option<f64>,
+}
+
+/// Memory of one place (`cpu`, `cuda:0`) in one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryRow {
+    pub run_id: String,
+    /// `cpu` or `cuda:N`.
+    pub place: String,
+    pub sources: Vec<Source>,
+    /// Resident set: the largest seen, and at the last reading of a process that was attached
+    /// to (a started command's last reading is its exit, which says nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_peak_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_last_bytes: Option<u64>,
+    /// Python heap at its peak (tracemalloc: Python objects; memray: every allocation), and
+    /// still allocated at exit (tracemalloc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap_peak_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap_last_bytes: Option<u64>,
+    /// torch's caching allocator on this GPU (instrumentation): allocated, reserved, peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_allocated_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_reserved_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_peak_allocated_bytes: Option<u64>,
+    /// Memory used on the device as NVML / nvidia-smi saw it (every process), at its peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_used_peak_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_total_bytes: Option<u64>,
+    /// Bytes of tensors held both on the CPU and on a GPU (instrumentation): every copy of
+    /// a group that spans devices, counted on each place it is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicated_bytes: Option<u64>,
+    /// Bytes held twice or more on this same place (every copy but one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicated_same_place_bytes: Option<u64>,
+    /// This device's share of the GPUs' peak memory, in % (1/N is even).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_of_gpus_percent: Option<f64>,
+}
+
+/// One kind of transfer: a copy direction or a collective.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InterconnectRow {
+    /// `H2D`, `D2H`, `D2D`, `P2P`, or a collective (`AllReduce`, ...).
+    pub kind: String,
+    pub sources: Vec<Source>,
+    pub count: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_p50: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_p95: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_mean: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_total: Option<u64>,
+    /// Time of one transfer: median and p95 where each was timed, else the mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us_p50: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us_p95: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us_mean: Option<f64>,
+    /// Total bytes over total time, GB/s (bus bandwidth for collectives where known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_gbps: Option<f64>,
+    /// Summed time of the transfers, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_s: Option<f64>,
+    /// NVLink, PCIe Gen5 x16, device memory, network (from the topology and NCCL's transports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// The bandwidth against that link's peak, in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_peak_percent: Option<f64>,
+    /// Copies from pageable (not pinned) host memory, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pageable_count: Option<u64>,
+}
+
+/// Communication against computation on one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CommComputeRow {
+    pub sources: Vec<Source>,
+    pub device: String,
+    pub comm_us: f64,
+    pub compute_us: f64,
+    /// comm / compute.
+    pub ratio: f64,
+    /// Share of the communication hidden under computation, in %.
+    pub overlapped_percent: f64,
+}
+
+/// The interconnect table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InterconnectTable {
+    pub rows: Vec<InterconnectRow>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comm_compute: Vec<CommComputeRow>,
+    /// How the GPUs are linked, in one line, when the topology was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
+}
+
+/// One GPU's compute figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GpuRow {
+    /// `cuda:N`.
+    pub device: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub sources: Vec<Source>,
+    /// Share of time a kernel ran (NVML / dmon), mean and p95, in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_util_mean_percent: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_util_p95_percent: Option<f64>,
+    /// Share of time the memory controller was busy (NVML / dmon), mean, in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_util_mean_percent: Option<f64>,
+    /// Kernels in the trace and their summed time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_time_s: Option<f64>,
+    /// GPU busy and idle over the trace's span, in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_percent: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_percent: Option<f64>,
+    /// Mean CPU time of one launch call, µs, and the launch-to-start delay (p50), µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_mean_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_to_start_p50_us: Option<f64>,
+    /// Kernels shorter than 10 µs, in % of kernels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_kernels_percent: Option<f64>,
+    /// The fastest memory-bound transfer against the device's memory bandwidth peak, in %,
+    /// with that peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bandwidth_percent_of_peak: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bandwidth_peak_gbps: Option<f64>,
+}
+
+/// Which tool said what of one hotspot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HotspotEvidence {
+    /// `py_spy_record`, `cprofile`, `perf_record`, `line_profiler`, `torch_profiler`.
+    pub tool: String,
+    pub source: Source,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_percent: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_percent: Option<f64>,
+    /// A line-level tool's hottest line and its share of the function's time, in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_line: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_line_percent: Option<f64>,
+    /// Own time in seconds by this tool, where it can say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_s: Option<f64>,
+}
+
+/// A function (or a kernel) that holds time, merged across the profilers that saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Hotspot {
+    pub function: String,
+    /// Relative to the root when under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The hottest line where a line-level tool saw one, else the def line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// `python`, `native` or `gpu_kernel`.
+    pub kind: String,
+    /// The best estimate: sampling first (least overhead), then deterministic.
+    pub self_percent: f64,
+    pub total_percent: f64,
+    /// The function's own time in seconds by that tool (samples over the sampling rate, or
+    /// cProfile's tottime), and the run it comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_s_run: Option<String>,
+    pub evidence: Vec<HotspotEvidence>,
+}
+
+/// A flame graph a run drew.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FlameGraph {
+    pub run_id: String,
+    pub path: String,
+}
+
+/// The hotspots table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HotspotTable {
+    pub rows: Vec<Hotspot>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flame_graphs: Vec<FlameGraph>,
+}
+
+/// How sure a recommendation is.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    Low,
+    Medium,
+    High,
+}
+
+/// What a recommendation would save, as its rule estimated it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Gain {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_s: Option<f64>,
+    /// Of the run's wall time, in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_percent: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Of the memory it is part of (RSS peak, the GPU's memory), in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_percent: Option<f64>,
+}
+
+/// One recommendation, ordered by `impact`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Recommendation {
+    /// The rule that fired (`hot_python_function`, `pageable_h2d_copies`, ...).
+    pub rule: String,
+    pub title: String,
+    /// The concrete change, with the numbers it rests on.
+    pub action: String,
+    /// The rows it rests on: table and key (`cpu r001-measure`, `hotspots work.py:12`).
+    pub evidence: Vec<String>,
+    pub sources: Vec<Source>,
+    pub gain: Gain,
+    pub confidence: Confidence,
+    /// What the order is by: the larger of the time share and the memory share saved,
+    /// times the confidence weight (high 1, medium 0.6, low 0.3).
+    pub impact: f64,
+}
+
+/// A table left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Omitted {
+    /// `cpu`, `memory`, `interconnect`, `gpu`, `hotspots`.
+    pub table: String,
+    pub reason: String,
+}
+
+/// A picture drawn from the samplers' time series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Chart {
+    /// `cpu`, `rss`, `gpu_util`, `gpu_memory`, `pcie`, `nvlink`.
+    pub kind: String,
+    pub title: String,
+    pub run_id: String,
+    /// The SVG, relative to the root.
+    pub path: String,
+    pub points: u64,
+}
+
+/// Part B: the ledger's changes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ChangeLog {
+    pub rows: Vec<ChangeRow>,
+    /// Files edited by someone else since the change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<String>,
+    /// The sentence offering to undo every change (`revert_changes {"all": true}`).
+    pub offer: String,
+}
+
+/// The report of a session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Report {
+    pub session: String,
+    pub lang: Lang,
+    pub runs: Vec<RunRef>,
+    /// Logical CPUs of the machine the session ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logical_cpus: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu: Vec<CpuRow>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<MemoryRow>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interconnect: Option<InterconnectTable>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu: Vec<GpuRow>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hotspots: Option<HotspotTable>,
+    pub recommendations: Vec<Recommendation>,
+    /// Tables left out for want of data, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omitted: Vec<Omitted>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub charts: Vec<Chart>,
+    pub changes: ChangeLog,
+    /// What the figures lack (a run that failed, an artifact that could not be read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Output of `summarize`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SummarizeOutput {
+    pub report: Report,
+    /// The report as Markdown (what `report.md` holds).
+    pub markdown: String,
+    /// `report.md` and `report.json`, relative to the root.
+    pub markdown_path: String,
+    pub json_path: String,
+    /// What the call's text content carries: the Markdown, or the report as JSON.
+    pub format: ReportFormat,
+}
+
+/// One side of a comparison: a session, or some of its runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompareSide {
+    pub session: String,
+    /// Only these runs; default: every run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
+}
+
+/// Input of `compare`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompareInput {
+    /// Before the fix.
+    pub before: CompareSide,
+    /// After the fix.
+    pub after: CompareSide,
+    #[serde(default)]
+    pub lang: Lang,
+    #[serde(default)]
+    pub format: ReportFormat,
+}
+
+/// One measured quantity before and after.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Delta {
+    /// `cpu`, `memory`, `gpu`, `interconnect`, `hotspots`.
+    pub table: String,
+    /// What runs were matched on: the profiler and the target (or the label).
+    pub group: String,
+    /// `wall_s`, `rss_peak_bytes`, `self_percent work.py:busy`, ...
+    pub metric: String,
+    pub before: f64,
+    pub after: f64,
+    /// after - before, and the same over before, in %.
+    pub delta: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_percent: Option<f64>,
+    /// Runs of the group on each side: the repeats the noise comes from.
+    pub repeats_before: u32,
+    pub repeats_after: u32,
+    /// Run-to-run noise: the pooled standard deviation of the repeats (absent with one run a
+    /// side).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<f64>,
+    /// `larger_than_noise` (|delta| above twice the noise), `within_noise`, or `unknown`
+    /// (one run a side: repeat it to know).
+    pub verdict: String,
+}
+
+/// Output of `compare`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CompareOutput {
+    pub before: String,
+    pub after: String,
+    pub lang: Lang,
+    pub deltas: Vec<Delta>,
+    /// Groups measured on one side only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmatched: Vec<String>,
+    pub markdown: String,
+    /// `compare-<before>-vs-<after>.md` / `.json` under the after session, relative to the root.
+    pub markdown_path: String,
+    pub json_path: String,
+    /// What the call's text content carries: the Markdown, or the deltas as JSON.
+    pub format: ReportFormat,
+}

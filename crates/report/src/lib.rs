@@ -1,0 +1,299 @@
+//! Step 6 of `/system-profile`: the report. This crate owns turning a session on disk (its
+//! manifest, stored trace analyses, the instrumentation log and the change ledger) into Part A
+//! (CPU, memory with the duplication column, interconnect, GPU compute, hotspots merged across
+//! profilers, recommendations ranked by the impact their rules estimate), Part B (the ledger),
+//! SVG charts, and `report.md` / `report.json`; and `compare`, two sessions side by side with
+//! each delta judged against the run-to-run noise of repeats. It does no profiling itself.
+
+mod charts;
+mod compare;
+mod fmt;
+mod markdown;
+pub mod rules;
+mod series;
+pub mod session;
+mod tables;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use system_profile_model::instrument::{ChangeState, ListChangesInput};
+use system_profile_model::report::{
+    ChangeLog, Lang, Omitted, Report, RunRef, SummarizeInput, SummarizeOutput,
+};
+use system_profile_model::run::{RunStatus, RunTarget};
+
+pub use compare::compare;
+pub use session::TRACES_DIR;
+
+/// Why a report could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ReportError {
+    kind: ReportErrorKind,
+    message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportErrorKind {
+    /// An argument names something that is not there or is malformed.
+    InvalidInput { field: &'static str },
+    /// The session has nothing to report.
+    NoData,
+    /// A file could not be read or written.
+    Io,
+}
+
+impl ReportError {
+    fn new(kind: ReportErrorKind, message: impl Into<String>) -> Self {
+        ReportError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    fn invalid(field: &'static str, message: impl Into<String>) -> Self {
+        ReportError::new(ReportErrorKind::InvalidInput { field }, message)
+    }
+
+    pub fn kind(&self) -> ReportErrorKind {
+        self.kind
+    }
+}
+
+/// Where reports are made.
+#[derive(Debug, Clone)]
+pub struct ReportConfig {
+    /// The server's root, absolute.
+    pub root: PathBuf,
+    /// The session a call that names none means.
+    pub current_session: String,
+}
+
+/// Write a file under the root whole or not at all (the project's one atomic write).
+pub(crate) fn write_file(root: &Path, rel: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let path = root.join(rel);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut temp = path.clone().into_os_string();
+    temp.push(".tmp");
+    system_profile_instrument::ledger::write_atomic(&path, Path::new(&temp), bytes, 0o644, None)
+        .map_err(std::io::Error::other)
+}
+
+fn target_text(t: &RunTarget) -> String {
+    match t {
+        RunTarget::Command { command, .. } => command.join(" "),
+        RunTarget::Pid { pid } => format!("pid {pid}"),
+        RunTarget::System { .. } => "system".into(),
+    }
+}
+
+fn status_text(s: RunStatus) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn omitted_reason(lang: Lang, table: &str) -> String {
+    use fmt::tr;
+    match table {
+        "cpu" => tr(lang, "Left out: no run measured CPU time (run `measure`, `time_v` or `perf_stat`).", "省略: CPU 時間を測った実行がない（`measure`、`time_v`、`perf_stat` を実行）。"),
+        "memory" => tr(lang, "Left out: no run measured memory (run `measure`, `tracemalloc` or `memray`; `instrument_file` with measure `memory` or `duplicates` for GPU memory and copies).", "省略: メモリを測った実行がない（`measure`、`tracemalloc`、`memray` を実行。GPU メモリと重複は `instrument_file` の measure `memory`/`duplicates`）。"),
+        "interconnect" => tr(lang, "Left out: no transfer was measured (needs a GPU: `torch_profiler` or `analyze_trace`, `nccl_debug`, `nvidia_smi_topo`, or `instrument_file` with measure `transfers` / `collectives`).", "省略: 転送を測っていない（GPU が必要: `torch_profiler` か `analyze_trace`、`nccl_debug`、`nvidia_smi_topo`、または `instrument_file` の measure `transfers`/`collectives`）。"),
+        "gpu" => tr(lang, "Left out: no GPU was measured (`nvml_sampler`, `nvidia_smi_dmon` or `torch_profiler` on a machine with an NVIDIA GPU, or `analyze_trace` on a trace).", "省略: GPU を測っていない（NVIDIA GPU のあるマシンで `nvml_sampler`、`nvidia_smi_dmon`、`torch_profiler`、またはトレースに `analyze_trace`）。"),
+        _ => tr(lang, "Left out: no profiler sampled stacks or calls (run `py_spy_record`, `cprofile`, `perf_record` or `line_profiler`).", "省略: スタックや呼び出しを採取したプロファイラがない（`py_spy_record`、`cprofile`、`perf_record`、`line_profiler` を実行）。"),
+    }
+}
+
+/// Part B from the ledger, with the offer to undo.
+fn change_log(root: &Path, lang: Lang, notes: &mut Vec<String>) -> ChangeLog {
+    let list = system_profile_instrument::list_changes(
+        root,
+        &ListChangesInput {
+            include_reverted: true,
+        },
+    );
+    let (rows, drifted) = match list {
+        Ok(l) => (l.changes, l.drifted),
+        Err(e) => {
+            notes.push(format!("Part B: the ledger could not be read: {e}"));
+            (Vec::new(), Vec::new())
+        }
+    };
+    let active = rows
+        .iter()
+        .filter(|r| r.state == ChangeState::Active)
+        .count();
+    let offer = if active > 0 {
+        fmt::tr(
+            lang,
+            format!("{active} instrumentation change(s) are still in place. Shall I remove them all? `revert_changes {{\"all\": true}}` restores every modified file byte for byte and deletes every created one."),
+            format!("計測用の変更が {active} 件残っている。すべて取り除きますか？ `revert_changes {{\"all\": true}}` で変更したファイルはバイト単位で元に戻り、作成したファイルは削除される。"),
+        )
+    } else {
+        fmt::tr(
+            lang,
+            "No instrumentation change is in place: there is nothing to remove.",
+            "計測用の変更は残っていない。取り除くものはない。",
+        )
+    };
+    ChangeLog {
+        rows,
+        drifted,
+        offer,
+    }
+}
+
+/// Build the report of a session (no files written).
+pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, ReportError> {
+    let name = input
+        .session
+        .clone()
+        .unwrap_or_else(|| config.current_session.clone());
+    let session = session::load(&config.root, &name, &input.runs)?;
+    if session.runs.is_empty() && session.traces.is_empty() && session.instrument.is_none() {
+        return Err(ReportError::new(
+            ReportErrorKind::NoData,
+            format!(
+                "session {name} has nothing to report yet: no run, no stored trace analysis, no instrumentation log. Run run_profiler (or analyze_trace) first{}",
+                match session::sessions(&config.root).iter().find(|s| **s != name) {
+                    Some(other) => format!(", or summarize another session ({other})"),
+                    None => String::new(),
+                }
+            ),
+        ));
+    }
+    let lang = input.lang;
+    let series: BTreeMap<String, series::RunSeries> = session
+        .runs
+        .iter()
+        .map(|r| (r.run_id.clone(), series::read(&config.root, r)))
+        .collect();
+    let mut report = Report {
+        session: name,
+        lang,
+        logical_cpus: session.logical_cpus,
+        runs: session
+            .runs
+            .iter()
+            .map(|r| RunRef {
+                run_id: r.run_id.clone(),
+                profiler: r.profiler,
+                label: r.label.clone(),
+                status: status_text(r.status),
+                target: target_text(&r.target),
+                wall_s: r.wall_s,
+            })
+            .chain(session.traces.iter().map(|t| {
+                RunRef {
+                    run_id: t.id.clone(),
+                    profiler: system_profile_model::run::Method::TorchProfiler,
+                    label: Some("analyze_trace".into()),
+                    status: "completed".into(),
+                    target: t
+                        .report
+                        .traces
+                        .iter()
+                        .map(|f| f.path.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    wall_s: None,
+                }
+            }))
+            .collect(),
+        cpu: tables::cpu_rows(&session),
+        memory: tables::memory_rows(&session, &series),
+        interconnect: tables::interconnect(&session),
+        gpu: tables::gpu_rows(&session),
+        hotspots: tables::hotspots(&config.root, &session),
+        notes: session.notes.clone(),
+        ..Report::default()
+    };
+    let empty = [
+        ("cpu", report.cpu.is_empty()),
+        ("memory", report.memory.is_empty()),
+        ("interconnect", report.interconnect.is_none()),
+        ("gpu", report.gpu.is_empty()),
+        ("hotspots", report.hotspots.is_none()),
+    ];
+    for (table, is_empty) in empty {
+        if is_empty {
+            report.omitted.push(Omitted {
+                table: table.into(),
+                reason: omitted_reason(lang, table),
+            });
+        }
+    }
+    for r in &session.runs {
+        if let Some(p) = &r.metrics.python_memory {
+            // The sites come from the snapshot nearest the peak; one taken far below it (a
+            // peak reached and left between two checks) names the ramp, not the peak.
+            if (p.peak_sites_at_bytes as f64) < 0.8 * p.peak_bytes as f64 {
+                report.notes.push(fmt::tr(
+                    lang,
+                    format!("{}: tracemalloc's peak sites were taken at {} of the {} peak, so they may miss what made the peak; rerun with a smaller options.interval_s.", r.run_id, fmt::bytes(p.peak_sites_at_bytes), fmt::bytes(p.peak_bytes)),
+                    format!("{}: tracemalloc のピーク時の確保箇所は {}（ピーク {}）の時点のもので、ピークの原因を取り逃している可能性がある。options.interval_s を小さくして再実行する。", r.run_id, fmt::bytes(p.peak_sites_at_bytes), fmt::bytes(p.peak_bytes)),
+                ));
+            }
+        }
+        if matches!(
+            r.status,
+            RunStatus::Failed | RunStatus::TimedOut | RunStatus::Cancelled
+        ) {
+            report.notes.push(format!(
+                "{} {}: {}",
+                r.run_id,
+                status_text(r.status),
+                r.error.as_deref().unwrap_or("no error recorded")
+            ));
+        }
+    }
+    report.recommendations = rules::recommend(&rules::Inputs {
+        session: &session,
+        report: &report,
+        lang,
+    });
+    let mut notes = Vec::new();
+    report.changes = change_log(&config.root, lang, &mut notes);
+    report.notes.extend(notes);
+    let (charts, chart_notes) = charts::draw_all(&config.root, &session.dir, lang, &series);
+    report.charts = charts;
+    report.notes.extend(chart_notes);
+    Ok(report)
+}
+
+/// The Markdown of a report.
+pub fn render(report: &Report) -> String {
+    markdown::render(report)
+}
+
+/// `summarize`: build, render, and write `report.md` and `report.json` in the session folder.
+pub fn summarize(
+    config: &ReportConfig,
+    input: &SummarizeInput,
+) -> Result<SummarizeOutput, ReportError> {
+    let report = build(config, input)?;
+    let markdown = render(&report);
+    let dir = format!("{}/{}", session::OUTPUT_DIR, report.session);
+    let markdown_path = format!("{dir}/report.md");
+    let json_path = format!("{dir}/report.json");
+    let json = serde_json::to_vec_pretty(&report)
+        .map_err(|e| ReportError::new(ReportErrorKind::Io, e.to_string()))?;
+    for (path, bytes) in [
+        (&json_path, json.as_slice()),
+        (&markdown_path, markdown.as_bytes()),
+    ] {
+        write_file(&config.root, path, bytes).map_err(|e| {
+            ReportError::new(ReportErrorKind::Io, format!("cannot write {path}: {e}"))
+        })?;
+    }
+    Ok(SummarizeOutput {
+        report,
+        markdown,
+        markdown_path,
+        json_path,
+        format: input.format,
+    })
+}

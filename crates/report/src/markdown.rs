@@ -1,0 +1,681 @@
+//! The report as Markdown, in English or Japanese: headings and sentences translated; numbers,
+//! names, paths and code left as they are.
+
+use crate::fmt::{bytes, bytes_f, cell, gbps, num, pct, rate, secs, tr, us};
+use system_profile_model::instrument::{ChangeState, ChangeType};
+use system_profile_model::report::{Confidence, Lang, Report, Source};
+
+fn esc(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+fn cite(sources: &[Source]) -> String {
+    sources
+        .iter()
+        .map(|s| match &s.artifact {
+            Some(a) => format!("{} `{}`", s.run_id, a.rsplit('/').next().unwrap_or(a)),
+            None => s.run_id.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn table(md: &mut String, head: &[String], rows: &[Vec<String>]) {
+    md.push_str(&format!("| {} |\n", head.join(" | ")));
+    md.push_str(&format!("|{}\n", "---|".repeat(head.len())));
+    for r in rows {
+        md.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    md.push('\n');
+}
+
+fn heads(lang: Lang, pairs: &[(&str, &str)]) -> Vec<String> {
+    pairs.iter().map(|(en, ja)| tr(lang, *en, *ja)).collect()
+}
+
+fn table_name(lang: Lang, table: &str) -> String {
+    match table {
+        "cpu" => tr(lang, "CPU overhead", "CPU オーバーヘッド"),
+        "memory" => tr(lang, "Memory overhead", "メモリオーバーヘッド"),
+        "interconnect" => tr(lang, "Interconnect", "インターコネクト"),
+        "gpu" => tr(lang, "GPU compute", "GPU 計算"),
+        "hotspots" => tr(
+            lang,
+            "Hotspots and bottlenecks",
+            "ホットスポットとボトルネック",
+        ),
+        other => other.to_string(),
+    }
+}
+
+fn omitted(md: &mut String, report: &Report, table: &str) -> bool {
+    if let Some(o) = report.omitted.iter().find(|o| o.table == table) {
+        md.push_str(&format!("_{}_\n\n", o.reason));
+        true
+    } else {
+        false
+    }
+}
+
+fn confidence(lang: Lang, c: Confidence) -> String {
+    match c {
+        Confidence::High => tr(lang, "high", "高"),
+        Confidence::Medium => tr(lang, "medium", "中"),
+        Confidence::Low => tr(lang, "low", "低"),
+    }
+}
+
+/// The whole report.
+pub fn render(report: &Report) -> String {
+    let lang = report.lang;
+    let mut md = String::new();
+    md.push_str(&format!(
+        "# {}: {}\n\n",
+        tr(lang, "Profile report", "プロファイルレポート"),
+        report.session
+    ));
+    // Runs read.
+    md.push_str(&format!("## {}\n\n", tr(lang, "Runs", "実行")));
+    let rows: Vec<Vec<String>> = report
+        .runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.run_id.clone(),
+                r.profiler.id(),
+                esc(r.label.as_deref().unwrap_or("")),
+                r.status.clone(),
+                format!("`{}`", esc(&r.target)),
+                cell(r.wall_s, secs),
+            ]
+        })
+        .collect();
+    table(
+        &mut md,
+        &heads(
+            lang,
+            &[
+                ("Run", "実行"),
+                ("Method", "手法"),
+                ("Label", "ラベル"),
+                ("Status", "状態"),
+                ("Target", "対象"),
+                ("Wall", "実時間"),
+            ],
+        ),
+        &rows,
+    );
+    md.push_str(&format!(
+        "## {}\n\n",
+        tr(lang, "Part A: results", "パート A: 結果")
+    ));
+    cpu(&mut md, report);
+    memory(&mut md, report);
+    interconnect(&mut md, report);
+    gpu(&mut md, report);
+    hotspots(&mut md, report);
+    charts(&mut md, report);
+    recommendations(&mut md, report);
+    part_b(&mut md, report);
+    if !report.notes.is_empty() {
+        md.push_str(&format!("## {}\n\n", tr(lang, "Notes", "注記")));
+        for n in &report.notes {
+            md.push_str(&format!("- {}\n", esc(n)));
+        }
+        md.push('\n');
+    }
+    md
+}
+
+fn cpu(md: &mut String, report: &Report) {
+    let lang = report.lang;
+    md.push_str(&format!("### {}\n\n", table_name(lang, "cpu")));
+    if omitted(md, report, "cpu") {
+        return;
+    }
+    let rows: Vec<Vec<String>> = report
+        .cpu
+        .iter()
+        .map(|r| {
+            vec![
+                r.run_id.clone(),
+                cell(r.wall_s, secs),
+                cell(r.user_s, secs),
+                cell(r.sys_s, secs),
+                cell(r.cpu_utilization_cores, |c| format!("{c:.2}")),
+                cell(r.cpu_utilization_of_machine_percent, pct),
+                format!(
+                    "{} / {}",
+                    cell(r.voluntary_ctx_switches, num),
+                    cell(r.involuntary_ctx_switches, num)
+                ),
+                format!(
+                    "{} / {}",
+                    cell(r.voluntary_ctx_switches_per_s, rate),
+                    cell(r.involuntary_ctx_switches_per_s, rate)
+                ),
+                format!(
+                    "{} ({} / {})",
+                    cell(r.page_faults, num),
+                    cell(r.major_faults, num),
+                    cell(r.minor_faults, num)
+                ),
+                cell(r.cpu_migrations, num),
+                cell(r.ipc, |v| format!("{v:.2}")),
+                cite(&r.sources),
+            ]
+        })
+        .collect();
+    table(
+        md,
+        &heads(
+            lang,
+            &[
+                ("Run", "実行"),
+                ("Wall", "実時間"),
+                ("User", "ユーザー"),
+                ("Sys", "システム"),
+                ("CPU util (cores)", "CPU 使用率（コア）"),
+                ("Of machine", "マシン比"),
+                (
+                    "Ctx switches vol / invol",
+                    "コンテキストスイッチ 自発 / 非自発",
+                ),
+                ("Per s vol / invol", "毎秒 自発 / 非自発"),
+                (
+                    "Page faults (major / minor)",
+                    "ページフォルト（メジャー / マイナー）",
+                ),
+                ("Migrations", "マイグレーション"),
+                ("IPC", "IPC"),
+                ("Source", "出典"),
+            ],
+        ),
+        &rows,
+    );
+    if let Some(n) = report.logical_cpus {
+        md.push_str(&tr(
+            lang,
+            format!("CPU utilisation is CPU time over wall time; the machine has {n} logical CPUs. IPC is shown where hardware counters exist.\n\n"),
+            format!("CPU 使用率は CPU 時間 ÷ 実時間。このマシンの論理 CPU は {n} 個。IPC はハードウェアカウンタがある場合のみ。\n\n"),
+        ));
+    }
+}
+
+fn memory(md: &mut String, report: &Report) {
+    let lang = report.lang;
+    md.push_str(&format!("### {}\n\n", table_name(lang, "memory")));
+    if omitted(md, report, "memory") {
+        return;
+    }
+    let rows: Vec<Vec<String>> = report
+        .memory
+        .iter()
+        .map(|r| {
+            vec![
+                r.run_id.clone(),
+                r.place.clone(),
+                cell(r.rss_peak_bytes, bytes),
+                cell(r.rss_last_bytes, bytes),
+                format!(
+                    "{} / {}",
+                    cell(r.heap_peak_bytes, bytes),
+                    cell(r.heap_last_bytes, bytes)
+                ),
+                format!(
+                    "{} / {} / {}",
+                    cell(r.gpu_allocated_bytes, bytes),
+                    cell(r.gpu_reserved_bytes, bytes),
+                    cell(r.gpu_peak_allocated_bytes, bytes)
+                ),
+                match (r.gpu_used_peak_bytes, r.gpu_total_bytes) {
+                    (Some(u), Some(t)) => format!("{} / {}", bytes(u), bytes(t)),
+                    (Some(u), None) => bytes(u),
+                    _ => "—".into(),
+                },
+                format!(
+                    "{} / {}",
+                    cell(r.duplicated_bytes, bytes),
+                    cell(r.duplicated_same_place_bytes, bytes)
+                ),
+                cell(r.share_of_gpus_percent, pct),
+                cite(&r.sources),
+            ]
+        })
+        .collect();
+    table(
+        md,
+        &heads(
+            lang,
+            &[
+                ("Run", "実行"),
+                ("Where", "場所"),
+                ("RSS peak", "RSS ピーク"),
+                ("RSS now (attached)", "現在の RSS（アタッチ時）"),
+                ("Heap peak / at exit", "ヒープ ピーク / 終了時"),
+                (
+                    "GPU allocated / reserved / peak",
+                    "GPU 確保 / 予約 / ピーク",
+                ),
+                ("GPU used peak / total", "GPU 使用ピーク / 総量"),
+                ("Duplicated CPU+GPU / same place", "重複 CPU+GPU / 同一場所"),
+                ("Share of GPUs", "GPU 間の比率"),
+                ("Source", "出典"),
+            ],
+        ),
+        &rows,
+    );
+    md.push_str(&tr(
+        lang,
+        "Duplicated: bytes of tensors with the same shape, dtype and sampled content found on the CPU and on a GPU at once, and held twice or more on the same place (every copy but one), from the instrumentation. Share of GPUs: this device's part of the GPUs' peak memory (even is 1/N).\n\n",
+        "重複: 形状・dtype・標本化した内容が同じテンソルのうち、CPU と GPU に同時にあったもの、および同じ場所に 2 つ以上あったもの（1 つを除く全コピー）のバイト数。計測コードによる。GPU 間の比率: 各デバイスのピークメモリが全 GPU に占める割合（均等なら 1/N）。\n\n",
+    ));
+}
+
+fn interconnect(md: &mut String, report: &Report) {
+    let lang = report.lang;
+    md.push_str(&format!("### {}\n\n", table_name(lang, "interconnect")));
+    if omitted(md, report, "interconnect") {
+        return;
+    }
+    let Some(t) = &report.interconnect else {
+        return;
+    };
+    if let Some(topo) = &t.topology {
+        md.push_str(&format!("{}: {topo}\n\n", tr(lang, "Topology", "トポロジ")));
+    }
+    if !t.rows.is_empty() {
+        let rows: Vec<Vec<String>> = t
+            .rows
+            .iter()
+            .map(|r| {
+                let size = match (r.bytes_p50, r.bytes_p95, r.bytes_mean) {
+                    (Some(a), Some(b), _) => format!("{} / {}", bytes(a), bytes(b)),
+                    (Some(a), None, _) => format!("{} / —", bytes(a)),
+                    (None, _, Some(m)) => format!("{} ({})", bytes_f(m), tr(lang, "mean", "平均")),
+                    _ => "—".into(),
+                };
+                let latency = match (r.latency_us_p50, r.latency_us_p95, r.latency_us_mean) {
+                    (Some(a), Some(b), _) => format!("{} / {}", us(a), us(b)),
+                    (None, _, Some(m)) => format!("{} ({})", us(m), tr(lang, "mean", "平均")),
+                    (Some(a), None, _) => us(a),
+                    _ => "—".into(),
+                };
+                vec![
+                    esc(&r.kind),
+                    num(r.count),
+                    size,
+                    cell(r.bytes_total, bytes),
+                    latency,
+                    cell(r.time_s, secs),
+                    cell(r.bandwidth_gbps, gbps),
+                    match (&r.link, r.link_peak_percent) {
+                        (Some(l), Some(p)) => format!(
+                            "{} ({} {})",
+                            esc(l),
+                            pct(p),
+                            tr(lang, "of peak", "対ピーク")
+                        ),
+                        (Some(l), None) => esc(l),
+                        _ => "—".into(),
+                    },
+                    cell(r.pageable_count, num),
+                    cite(&r.sources),
+                ]
+            })
+            .collect();
+        table(
+            md,
+            &heads(
+                lang,
+                &[
+                    ("Transfer", "転送"),
+                    ("Count", "回数"),
+                    ("Size p50 / p95", "サイズ p50 / p95"),
+                    ("Total", "合計"),
+                    ("Latency p50 / p95", "レイテンシ p50 / p95"),
+                    ("Time", "時間"),
+                    ("Bandwidth", "帯域"),
+                    ("Link", "リンク"),
+                    ("Pageable", "ページング可能"),
+                    ("Source", "出典"),
+                ],
+            ),
+            &rows,
+        );
+    }
+    if !t.comm_compute.is_empty() {
+        md.push_str(&format!(
+            "{}\n\n",
+            tr(
+                lang,
+                "Communication against computation:",
+                "通信と計算の比:"
+            )
+        ));
+        let rows: Vec<Vec<String>> = t
+            .comm_compute
+            .iter()
+            .map(|c| {
+                vec![
+                    c.device.clone(),
+                    us(c.comm_us),
+                    us(c.compute_us),
+                    format!("{:.3}", c.ratio),
+                    pct(c.overlapped_percent),
+                    cite(&c.sources),
+                ]
+            })
+            .collect();
+        table(
+            md,
+            &heads(
+                lang,
+                &[
+                    ("GPU", "GPU"),
+                    ("Communication", "通信"),
+                    ("Compute", "計算"),
+                    ("Comm / compute", "通信 / 計算"),
+                    ("Hidden under compute", "計算に隠れた割合"),
+                    ("Source", "出典"),
+                ],
+            ),
+            &rows,
+        );
+    }
+}
+
+fn gpu(md: &mut String, report: &Report) {
+    let lang = report.lang;
+    md.push_str(&format!("### {}\n\n", table_name(lang, "gpu")));
+    if omitted(md, report, "gpu") {
+        return;
+    }
+    let rows: Vec<Vec<String>> = report
+        .gpu
+        .iter()
+        .map(|r| {
+            vec![
+                r.device.clone(),
+                esc(r.name.as_deref().unwrap_or("—")),
+                format!(
+                    "{} / {}",
+                    cell(r.sm_util_mean_percent, pct),
+                    cell(r.sm_util_p95_percent, pct)
+                ),
+                cell(r.mem_util_mean_percent, pct),
+                cell(r.kernels, num),
+                cell(r.kernel_time_s, secs),
+                format!(
+                    "{} / {}",
+                    cell(r.busy_percent, pct),
+                    cell(r.idle_percent, pct)
+                ),
+                format!(
+                    "{} / {}",
+                    cell(r.launch_mean_us, us),
+                    cell(r.launch_to_start_p50_us, us)
+                ),
+                cell(r.short_kernels_percent, pct),
+                match (
+                    r.memory_bandwidth_percent_of_peak,
+                    r.memory_bandwidth_peak_gbps,
+                ) {
+                    (Some(p), Some(peak)) => {
+                        format!("{} ({} {})", pct(p), tr(lang, "of", "対"), gbps(peak))
+                    }
+                    _ => "—".into(),
+                },
+                cite(&r.sources),
+            ]
+        })
+        .collect();
+    table(
+        md,
+        &heads(
+            lang,
+            &[
+                ("GPU", "GPU"),
+                ("Model", "モデル"),
+                ("SM util mean / p95", "SM 使用率 平均 / p95"),
+                ("Memory util", "メモリ使用率"),
+                ("Kernels", "カーネル数"),
+                ("Kernel time", "カーネル時間"),
+                ("Busy / idle", "稼働 / アイドル"),
+                ("Launch / launch-to-start", "起動 / 起動から開始まで"),
+                ("Kernels < 10 µs", "10 µs 未満のカーネル"),
+                ("Memory bandwidth vs peak", "メモリ帯域 対ピーク"),
+                ("Source", "出典"),
+            ],
+        ),
+        &rows,
+    );
+    md.push_str(&tr(
+        lang,
+        "SM and memory utilisation are NVML's shares of time with a kernel (or a memory access) running, not of throughput. Memory bandwidth: device-to-device copies (read + write) against the datasheet peak.\n\n",
+        "SM・メモリ使用率は NVML による「カーネル（メモリアクセス）が動いていた時間の割合」で、スループットではない。メモリ帯域: デバイス内コピー（読み + 書き）をデータシートのピークと比較。\n\n",
+    ));
+}
+
+fn hotspots(md: &mut String, report: &Report) {
+    let lang = report.lang;
+    md.push_str(&format!("### {}\n\n", table_name(lang, "hotspots")));
+    if omitted(md, report, "hotspots") {
+        return;
+    }
+    let Some(t) = &report.hotspots else {
+        return;
+    };
+    let rows: Vec<Vec<String>> = t
+        .rows
+        .iter()
+        .map(|h| {
+            let place = match (&h.file, h.line) {
+                (Some(f), Some(l)) => format!("`{}:{l}`", esc(f)),
+                (Some(f), None) => format!("`{}`", esc(f)),
+                _ => "—".into(),
+            };
+            let tools = h
+                .evidence
+                .iter()
+                .map(|e| match (e.self_percent, e.hot_line, e.hot_line_percent) {
+                    (Some(s), _, _) => format!("{} {} ({})", e.tool, pct(s), e.source.run_id),
+                    (None, Some(line), Some(l)) => format!(
+                        "{} {} {line}: {} ({})",
+                        e.tool,
+                        tr(lang, "line", "行"),
+                        pct(l),
+                        e.source.run_id
+                    ),
+                    _ => format!("{} ({})", e.tool, e.source.run_id),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            vec![
+                format!("`{}`", esc(&h.function)),
+                place,
+                h.kind.clone(),
+                pct(h.self_percent),
+                pct(h.total_percent),
+                tools,
+            ]
+        })
+        .collect();
+    table(
+        md,
+        &heads(
+            lang,
+            &[
+                ("Function", "関数"),
+                ("Where", "場所"),
+                ("Kind", "種類"),
+                ("Self", "自身"),
+                ("Total", "合計"),
+                ("Seen by (self share)", "検出したツール（自身の割合）"),
+            ],
+        ),
+        &rows,
+    );
+    md.push_str(&tr(
+        lang,
+        "Self: samples with the function on top of the stack; total: anywhere on it. GPU kernels: share of GPU kernel time.\n\n",
+        "自身: 関数がスタックの先頭にあったサンプルの割合。合計: スタックのどこかにあった割合。GPU カーネル: カーネル時間に占める割合。\n\n",
+    ));
+    for f in &t.flame_graphs {
+        md.push_str(&format!(
+            "- {} ({}): [{}]({})\n",
+            tr(lang, "Flame graph", "フレームグラフ"),
+            f.run_id,
+            f.path.rsplit('/').next().unwrap_or(&f.path),
+            relative_link(&report.session, &f.path)
+        ));
+    }
+    if !t.flame_graphs.is_empty() {
+        md.push('\n');
+    }
+}
+
+/// A link from `profile_output/<session>/report.md` to a path relative to the root.
+fn relative_link(session: &str, path: &str) -> String {
+    let prefix = format!("profile_output/{session}/");
+    match path.strip_prefix(&prefix) {
+        Some(inside) => inside.to_string(),
+        None => format!("../../{path}"),
+    }
+}
+
+fn charts(md: &mut String, report: &Report) {
+    if report.charts.is_empty() {
+        return;
+    }
+    let lang = report.lang;
+    md.push_str(&format!("### {}\n\n", tr(lang, "Charts", "グラフ")));
+    for c in &report.charts {
+        md.push_str(&format!(
+            "![{}]({})\n\n",
+            esc(&c.title),
+            relative_link(&report.session, &c.path)
+        ));
+    }
+}
+
+fn recommendations(md: &mut String, report: &Report) {
+    let lang = report.lang;
+    md.push_str(&format!(
+        "### {}\n\n",
+        tr(
+            lang,
+            "Recommendations, by expected impact",
+            "推奨事項（期待される効果の順）"
+        )
+    ));
+    if report.recommendations.is_empty() {
+        md.push_str(&tr(
+            lang,
+            "_No rule fired: nothing measured crosses a threshold that would justify a change._\n\n",
+            "_どのルールも該当しなかった: 変更を正当化する閾値を超えた測定値はない。_\n\n",
+        ));
+        return;
+    }
+    for (i, r) in report.recommendations.iter().enumerate() {
+        let gain = match (
+            r.gain.time_s,
+            r.gain.wall_percent,
+            r.gain.memory_bytes,
+            r.gain.memory_percent,
+        ) {
+            (Some(t), Some(w), _, _) => format!(
+                "{} ({} {})",
+                secs(t),
+                pct(w),
+                tr(lang, "of wall time", "実時間比")
+            ),
+            (Some(t), None, _, _) => secs(t),
+            (None, _, Some(m), Some(p)) => format!("{} ({})", bytes(m), pct(p)),
+            (None, _, Some(m), None) => bytes(m),
+            _ => tr(lang, "not estimated", "見積りなし"),
+        };
+        md.push_str(&format!("{}. **{}**\n", i + 1, esc(&r.title)));
+        md.push_str(&format!("   {}\n", r.action));
+        md.push_str(&format!(
+            "   - {}: {gain}; {}: {}; {}: {}\n",
+            tr(lang, "Expected gain", "期待効果"),
+            tr(lang, "confidence", "確度"),
+            confidence(lang, r.confidence),
+            tr(lang, "evidence", "根拠"),
+            r.evidence.join("; ")
+        ));
+    }
+    md.push('\n');
+}
+
+fn part_b(md: &mut String, report: &Report) {
+    let lang = report.lang;
+    md.push_str(&format!(
+        "## {}\n\n",
+        tr(
+            lang,
+            "Part B: instrumentation change log",
+            "パート B: 計測コードの変更履歴"
+        )
+    ));
+    let c = &report.changes;
+    if c.rows.is_empty() {
+        md.push_str(&tr(
+            lang,
+            "No file was created or modified for this profile.\n\n",
+            "このプロファイルのために作成・変更したファイルはない。\n\n",
+        ));
+    } else {
+        let rows: Vec<Vec<String>> = c
+            .rows
+            .iter()
+            .map(|r| {
+                let kind = match (r.change_type, lang) {
+                    (ChangeType::Created, Lang::En) => "created",
+                    (ChangeType::Modified, Lang::En) => "modified",
+                    (ChangeType::Created, Lang::Ja) => "作成",
+                    (ChangeType::Modified, Lang::Ja) => "変更",
+                };
+                let state = if r.state == ChangeState::Reverted {
+                    tr(lang, " (reverted)", "（元に戻し済み）")
+                } else {
+                    String::new()
+                };
+                vec![
+                    format!("`{}`", esc(&r.file)),
+                    format!("{kind}{state}"),
+                    format!("{} ({})", esc(&r.what), r.id),
+                    r.lines.clone(),
+                ]
+            })
+            .collect();
+        table(
+            md,
+            &heads(
+                lang,
+                &[
+                    ("File", "ファイル"),
+                    ("Change type", "変更種別"),
+                    ("What was added or changed", "追加・変更内容"),
+                    ("Lines", "行"),
+                ],
+            ),
+            &rows,
+        );
+    }
+    if !c.drifted.is_empty() {
+        md.push_str(&tr(
+            lang,
+            format!(
+                "Edited by someone else since: {}.\n\n",
+                c.drifted.join(", ")
+            ),
+            format!(
+                "その後ほかの人が編集したファイル: {}。\n\n",
+                c.drifted.join(", ")
+            ),
+        ));
+    }
+    md.push_str(&format!("{}\n", c.offer));
+}

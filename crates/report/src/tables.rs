@@ -1,0 +1,939 @@
+//! Part A's tables from a session's runs: each row from one run (or one stored trace, or the
+//! instrumentation log), citing it. Nothing here reads files but the sampler series.
+
+use crate::series::RunSeries;
+use crate::session::Session;
+use std::collections::BTreeMap;
+use system_profile_model::metrics::{PerfStat, StackProfile, TraceCopies};
+use system_profile_model::peaks::{gpu_peaks, pcie_gbps_per_direction};
+use system_profile_model::report::{
+    CommComputeRow, CpuRow, FlameGraph, GpuRow, Hotspot, HotspotEvidence, HotspotTable,
+    InterconnectRow, InterconnectTable, MemoryRow, Source,
+};
+use system_profile_model::run::RunRecord;
+
+/// A citation of a run and its artifact of this kind (or the first artifact whose path ends
+/// with it).
+pub fn cite(run: &RunRecord, kind: &str) -> Source {
+    Source {
+        run_id: run.run_id.clone(),
+        artifact: run
+            .artifacts
+            .iter()
+            .find(|a| a.kind == kind || a.path.ends_with(kind))
+            .map(|a| a.path.clone()),
+    }
+}
+
+fn perf_counter(p: &PerfStat, names: &[&str]) -> Option<u64> {
+    p.counters
+        .iter()
+        .find(|c| c.scope.is_none() && names.iter().any(|n| c.event.split(':').next() == Some(n)))
+        .and_then(|c| c.value)
+        .map(|v| v as u64)
+}
+
+fn per_s(count: Option<u64>, wall_s: Option<f64>) -> Option<f64> {
+    match (count, wall_s) {
+        (Some(c), Some(w)) if w > 0.0 => Some(c as f64 / w),
+        _ => None,
+    }
+}
+
+/// One row per run that measured CPU time (`time -v`, `perf stat`, the /proc sampler).
+pub fn cpu_rows(session: &Session) -> Vec<CpuRow> {
+    let mut rows = Vec::new();
+    for run in &session.runs {
+        let m = &run.metrics;
+        if m.time_v.is_none() && m.perf_stat.is_none() && m.procfs.is_none() {
+            continue;
+        }
+        let mut row = CpuRow {
+            run_id: run.run_id.clone(),
+            ..CpuRow::default()
+        };
+        if let Some(t) = &m.time_v {
+            row.sources.push(cite(run, "time_v"));
+            row.wall_s = Some(t.wall_s);
+            row.user_s = Some(t.user_s);
+            row.sys_s = Some(t.sys_s);
+            row.cpu_utilization_cores = t
+                .cpu_utilization
+                .or_else(|| (t.wall_s > 0.0).then(|| (t.user_s + t.sys_s) / t.wall_s));
+            row.voluntary_ctx_switches = Some(t.voluntary_ctx_switches);
+            row.involuntary_ctx_switches = Some(t.involuntary_ctx_switches);
+            row.page_faults = Some(t.major_faults + t.minor_faults);
+            row.major_faults = Some(t.major_faults);
+            row.minor_faults = Some(t.minor_faults);
+        }
+        if let Some(p) = &m.perf_stat {
+            row.sources.push(cite(run, "perf_stat_csv"));
+            row.wall_s = row.wall_s.or(run.wall_s);
+            row.cpu_utilization_cores = row.cpu_utilization_cores.or(p.cpus_utilized);
+            row.voluntary_ctx_switches = row
+                .voluntary_ctx_switches
+                .or(perf_counter(p, &["context-switches", "cs"]));
+            row.page_faults = row
+                .page_faults
+                .or(perf_counter(p, &["page-faults", "faults"]));
+            row.major_faults = row.major_faults.or(perf_counter(p, &["major-faults"]));
+            row.minor_faults = row.minor_faults.or(perf_counter(p, &["minor-faults"]));
+            row.cpu_migrations = perf_counter(p, &["cpu-migrations", "migrations"]);
+            row.ipc = p.ipc;
+        }
+        if let Some(s) = &m.procfs {
+            row.sources.push(cite(run, "procfs_jsonl"));
+            row.wall_s = row.wall_s.or(Some(s.wall_s));
+            row.user_s = row.user_s.or(Some(s.cpu_user_s));
+            row.sys_s = row.sys_s.or(Some(s.cpu_sys_s));
+            row.cpu_utilization_cores = row.cpu_utilization_cores.or(Some(s.cpu_utilization));
+            row.voluntary_ctx_switches = row
+                .voluntary_ctx_switches
+                .or(Some(s.voluntary_ctx_switches));
+            row.involuntary_ctx_switches = row
+                .involuntary_ctx_switches
+                .or(Some(s.involuntary_ctx_switches));
+        }
+        row.voluntary_ctx_switches_per_s = per_s(row.voluntary_ctx_switches, row.wall_s);
+        row.involuntary_ctx_switches_per_s = per_s(row.involuntary_ctx_switches, row.wall_s);
+        row.cpu_utilization_of_machine_percent =
+            match (row.cpu_utilization_cores, session.logical_cpus) {
+                (Some(c), Some(n)) if n > 0 => Some(c / f64::from(n) * 100.0),
+                _ => None,
+            };
+        rows.push(row);
+    }
+    rows
+}
+
+/// The CPU row and one row per GPU of each run that measured memory, then the
+/// instrumentation's readings (torch's allocator per device, the duplicated tensors).
+pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> Vec<MemoryRow> {
+    let mut rows = Vec::new();
+    for run in &session.runs {
+        let m = &run.metrics;
+        let mut cpu = MemoryRow {
+            run_id: run.run_id.clone(),
+            place: "cpu".into(),
+            ..MemoryRow::default()
+        };
+        if let Some(s) = &m.procfs {
+            // The tree's sum at one tick: what the machine really held for the target.
+            cpu.sources.push(cite(run, "procfs_jsonl"));
+            cpu.rss_peak_bytes = Some(s.rss_peak_bytes);
+            if matches!(run.target, system_profile_model::run::RunTarget::Pid { .. }) {
+                cpu.rss_last_bytes = series
+                    .get(&run.run_id)
+                    .and_then(|s| s.tree.as_ref())
+                    .and_then(|t| t.rss_last_bytes());
+            }
+        }
+        if let Some(t) = &m.time_v {
+            if cpu.rss_peak_bytes.is_none() {
+                cpu.sources.push(cite(run, "time_v"));
+                cpu.rss_peak_bytes = Some(t.max_rss_bytes);
+            }
+        }
+        if let Some(p) = &m.python_memory {
+            cpu.sources.push(cite(run, "tracemalloc_json"));
+            cpu.heap_peak_bytes = Some(p.peak_bytes);
+            cpu.heap_last_bytes = Some(p.current_bytes);
+        }
+        if let Some(a) = &m.allocations {
+            cpu.sources.push(cite(run, "memray_stats_json"));
+            cpu.heap_peak_bytes = Some(a.peak_bytes);
+        }
+        if !cpu.sources.is_empty() {
+            rows.push(cpu);
+        }
+        if let Some(g) = &m.gpu {
+            let peaks: Vec<u64> = g
+                .devices
+                .iter()
+                .filter_map(|d| d.series.get("mem_used_bytes").map(|s| s.max as u64))
+                .collect();
+            let all: u64 = peaks.iter().sum();
+            let kind = if g.source == "nvml" {
+                "nvml_jsonl"
+            } else {
+                "dmon.txt"
+            };
+            for d in &g.devices {
+                let used = d.series.get("mem_used_bytes").map(|s| s.max as u64);
+                if used.is_none() {
+                    // dmon without its `m` columns: no memory to show.
+                    continue;
+                }
+                rows.push(MemoryRow {
+                    run_id: run.run_id.clone(),
+                    place: format!("cuda:{}", d.gpu),
+                    sources: vec![cite(run, kind)],
+                    gpu_used_peak_bytes: used,
+                    gpu_total_bytes: d.mem_total_bytes,
+                    share_of_gpus_percent: match used {
+                        Some(u) if peaks.len() > 1 && all > 0 => {
+                            Some(u as f64 / all as f64 * 100.0)
+                        }
+                        _ => None,
+                    },
+                    ..MemoryRow::default()
+                });
+            }
+        }
+    }
+    if let Some(s) = &session.instrument {
+        let source = Source {
+            run_id: "instrument".into(),
+            artifact: Some(system_profile_instrument::LOG_FILE.into()),
+        };
+        let cross: Vec<_> = s
+            .duplicates
+            .iter()
+            .flat_map(|d| d.groups.iter())
+            .filter(|g| g.cross_device)
+            .collect();
+        let dup_on = |place: &str| -> Option<u64> {
+            s.duplicates.as_ref()?;
+            Some(
+                cross
+                    .iter()
+                    .map(|g| g.bytes_each * g.devices.iter().filter(|d| *d == place).count() as u64)
+                    .sum(),
+            )
+        };
+        // Copies beyond the first on one place: `clone()` kept, the same batch loaded twice.
+        let same_place = |place: &str| -> Option<u64> {
+            let d = s.duplicates.as_ref()?;
+            Some(
+                d.groups
+                    .iter()
+                    .map(|g| {
+                        let here = g.devices.iter().filter(|d| *d == place).count() as u64;
+                        g.bytes_each * here.saturating_sub(1)
+                    })
+                    .sum(),
+            )
+        };
+        if let Some(mem) = &s.memory {
+            rows.push(MemoryRow {
+                run_id: "instrument".into(),
+                place: "cpu".into(),
+                sources: vec![source.clone()],
+                rss_peak_bytes: Some(mem.rss_bytes_max),
+                duplicated_bytes: dup_on("cpu"),
+                duplicated_same_place_bytes: same_place("cpu"),
+                ..MemoryRow::default()
+            });
+            let all: u64 = mem.devices.iter().map(|d| d.peak_allocated_bytes).sum();
+            for d in &mem.devices {
+                let place = format!("cuda:{}", d.device);
+                rows.push(MemoryRow {
+                    run_id: "instrument".into(),
+                    sources: vec![source.clone()],
+                    gpu_allocated_bytes: Some(d.allocated_bytes),
+                    gpu_reserved_bytes: Some(d.reserved_bytes),
+                    gpu_peak_allocated_bytes: Some(d.peak_allocated_bytes),
+                    duplicated_bytes: dup_on(&place),
+                    duplicated_same_place_bytes: same_place(&place),
+                    share_of_gpus_percent: (mem.devices.len() > 1 && all > 0)
+                        .then(|| d.peak_allocated_bytes as f64 / all as f64 * 100.0),
+                    place,
+                    ..MemoryRow::default()
+                });
+            }
+        } else if s.duplicates.is_some() {
+            rows.push(MemoryRow {
+                run_id: "instrument".into(),
+                place: "cpu".into(),
+                sources: vec![source],
+                duplicated_bytes: dup_on("cpu"),
+                duplicated_same_place_bytes: same_place("cpu"),
+                ..MemoryRow::default()
+            });
+        }
+    }
+    rows
+}
+
+/// `HtoD` → `H2D`, as the report names directions.
+fn direction(d: &str) -> String {
+    match d.to_ascii_lowercase().as_str() {
+        "htod" | "h2d" => "H2D".into(),
+        "dtoh" | "d2h" => "D2H".into(),
+        "dtod" | "d2d" => "D2D".into(),
+        "ptop" | "p2p" => "P2P".into(),
+        "htoh" | "h2h" => "H2H".into(),
+        other => other.to_uppercase(),
+    }
+}
+
+/// The GPU model named anywhere in the session (NVML / nvidia-smi, a trace's device).
+fn gpu_model(session: &Session) -> Option<String> {
+    let from_runs = session.runs.iter().find_map(|r| {
+        r.metrics
+            .gpu
+            .as_ref()
+            .and_then(|g| g.devices.iter().find_map(|d| d.name.clone()))
+    });
+    from_runs.or_else(|| {
+        session.traces.iter().find_map(|t| {
+            t.report
+                .traces
+                .iter()
+                .find_map(|f| f.analysis.devices.iter().find_map(|d| d.name.clone()))
+        })
+    })
+}
+
+/// How the GPUs are linked, from a topology run: `NVLink between all 8 GPUs`, ...
+fn topology_line(session: &Session) -> Option<(String, bool)> {
+    let topo = session
+        .runs
+        .iter()
+        .find_map(|r| r.metrics.topology.as_ref())?;
+    let gpus = topo
+        .devices
+        .iter()
+        .filter(|d| d.kind == system_profile_model::topology::TopoDeviceKind::Gpu)
+        .count();
+    let pcie = topo.pcie_gpu_pairs.len();
+    let nvlink = topo.nvlink_gpu_pairs;
+    let line = if pcie == 0 && nvlink > 0 {
+        format!("NVLink between every pair of the {gpus} GPUs")
+    } else if nvlink == 0 && pcie > 0 {
+        let worst = topo.pcie_gpu_pairs.iter().map(|p| p.link).max();
+        format!("PCIe only between the {gpus} GPUs (worst path {worst:?})")
+    } else if gpus < 2 {
+        "one GPU".to_string()
+    } else {
+        format!("{nvlink} GPU pairs on NVLink, {pcie} on PCIe")
+    };
+    Some((line, nvlink > 0 && pcie == 0))
+}
+
+struct Links {
+    /// `PCIe Gen5 x16` and its peak per direction, GB/s.
+    pcie: Option<(String, f64)>,
+    nvlink: Option<(String, f64)>,
+    memory_gbps: Option<f64>,
+    all_nvlink: bool,
+}
+
+fn links(session: &Session) -> Links {
+    let model = gpu_model(session);
+    let peaks = model.as_deref().and_then(gpu_peaks);
+    let pcie = peaks.and_then(|p| {
+        pcie_gbps_per_direction(p.pcie_gen, p.pcie_width)
+            .map(|g| (format!("PCIe Gen{} x{}", p.pcie_gen, p.pcie_width), g))
+    });
+    let topo = topology_line(session);
+    Links {
+        pcie,
+        nvlink: peaks.and_then(|p| p.nvlink_gbps_per_direction.map(|g| ("NVLink".into(), g))),
+        memory_gbps: peaks.map(|p| p.memory_bandwidth_gbps),
+        all_nvlink: topo.is_some_and(|t| t.1),
+    }
+}
+
+fn copy_row(kind: String, c: &TraceCopies, source: Source, links: &Links) -> InterconnectRow {
+    let link = match kind.as_str() {
+        "H2D" | "D2H" => links.pcie.clone().map(|p| p.0).or(Some("PCIe".into())),
+        "D2D" => Some("device memory".into()),
+        "P2P" if links.all_nvlink => Some("NVLink".into()),
+        _ => None,
+    };
+    InterconnectRow {
+        sources: vec![source],
+        count: c.count,
+        bytes_p50: c.bytes_p50,
+        bytes_p95: c.bytes_p95,
+        bytes_mean: (c.count > 0).then(|| c.bytes as f64 / c.count as f64),
+        bytes_total: Some(c.bytes),
+        latency_us_p50: c.duration_us_p50,
+        latency_us_p95: c.duration_us_p95,
+        latency_us_mean: (c.count > 0).then(|| c.total_us / c.count as f64),
+        bandwidth_gbps: Some(c.bandwidth_gbps),
+        time_s: Some(c.total_us * 1e-6),
+        link,
+        link_peak_percent: c.vs_peak.as_ref().map(|p| p.percent).or_else(|| {
+            // No peak in the source (nsys): the session's GPU model gives one.
+            let peak = match kind.as_str() {
+                "H2D" | "D2H" => links.pcie.as_ref().map(|p| p.1),
+                "P2P" if links.all_nvlink => links.nvlink.as_ref().map(|n| n.1),
+                _ => None,
+            };
+            peak.map(|p| c.bandwidth_gbps / p * 100.0)
+        }),
+        pageable_count: c.pageable_count,
+        kind,
+    }
+}
+
+/// The op of an NCCL kernel name: `ncclDevKernel_AllReduce_Sum_f32_RING_LL` → `AllReduce`.
+fn nccl_op(kernel: &str) -> String {
+    for op in [
+        "AllReduce",
+        "AllGather",
+        "ReduceScatter",
+        "Broadcast",
+        "Reduce",
+        "SendRecv",
+        "Send",
+        "Recv",
+        "AllToAll",
+    ] {
+        if kernel.contains(op) {
+            return op.to_string();
+        }
+    }
+    "NCCL kernel".into()
+}
+
+fn percentile_of_counts(sizes: &[(u64, u64)], q: f64) -> Option<u64> {
+    let total: u64 = sizes.iter().map(|s| s.1).sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((q * total as f64).ceil() as u64).max(1);
+    let mut seen = 0;
+    for (bytes, calls) in sizes {
+        seen += calls;
+        if seen >= rank {
+            return Some(*bytes);
+        }
+    }
+    sizes.last().map(|s| s.0)
+}
+
+const KIND_ORDER: [&str; 5] = ["H2D", "D2H", "D2D", "P2P", "H2H"];
+
+/// One row per transfer type of each source, then the communication/compute ratio per GPU.
+pub fn interconnect(session: &Session) -> Option<InterconnectTable> {
+    let links = links(session);
+    let mut rows = Vec::new();
+    if let Some(s) = &session.instrument {
+        let source = Source {
+            run_id: "instrument".into(),
+            artifact: Some(system_profile_instrument::LOG_FILE.into()),
+        };
+        for t in &s.transfers {
+            let kind = direction(&t.direction);
+            let bandwidth = t.bandwidth_gbps;
+            let pcie = matches!(kind.as_str(), "H2D" | "D2H");
+            rows.push(InterconnectRow {
+                link: if pcie {
+                    links.pcie.clone().map(|p| p.0).or(Some("PCIe".into()))
+                } else {
+                    Some("device memory".into())
+                },
+                link_peak_percent: if pcie {
+                    links.pcie.as_ref().map(|p| bandwidth / p.1 * 100.0)
+                } else {
+                    links.memory_gbps.map(|m| bandwidth / m * 100.0)
+                },
+                kind,
+                sources: vec![source.clone()],
+                count: t.count,
+                bytes_mean: Some(t.bytes_per_copy_mean),
+                bytes_total: Some(t.bytes),
+                latency_us_mean: (t.count > 0).then(|| t.time_s / t.count as f64 * 1e6),
+                bandwidth_gbps: Some(bandwidth),
+                time_s: Some(t.time_s),
+                pageable_count: Some(t.count.saturating_sub(t.pinned_count)),
+                ..InterconnectRow::default()
+            });
+        }
+        for c in &s.collectives {
+            rows.push(InterconnectRow {
+                kind: format!("{} ({}, {} ranks)", c.op, c.backend, c.world_size),
+                sources: vec![source.clone()],
+                count: c.count,
+                bytes_p50: Some(c.bytes_p50),
+                bytes_total: Some(c.bytes_total),
+                latency_us_p50: Some(c.latency_s_p50 * 1e6),
+                latency_us_p95: Some(c.latency_s_p95 * 1e6),
+                bandwidth_gbps: Some(c.busbw_gbps_p50),
+                link: links
+                    .all_nvlink
+                    .then(|| "NVLink".to_string())
+                    .or((c.backend == "gloo").then(|| "host (gloo)".to_string())),
+                ..InterconnectRow::default()
+            });
+        }
+    }
+    for run in &session.runs {
+        if let Some(n) = &run.metrics.nsys {
+            for c in &n.copies {
+                rows.push(copy_row(
+                    direction(&c.direction),
+                    c,
+                    cite(run, "nsys_stats"),
+                    &links,
+                ));
+            }
+        }
+        if let Some(t) = &run.metrics.trace {
+            for c in &t.copies {
+                rows.push(copy_row(
+                    direction(&c.direction),
+                    c,
+                    cite(run, "kineto_trace"),
+                    &links,
+                ));
+            }
+        }
+        if let Some(n) = &run.metrics.nccl {
+            let transport = n.transports.first().map(|t| t.transport.clone());
+            for c in &n.collectives {
+                let sizes: Vec<(u64, u64)> = c.sizes.iter().map(|s| (s.bytes, s.calls)).collect();
+                rows.push(InterconnectRow {
+                    kind: c.op.clone(),
+                    sources: vec![cite(run, "nccl_log")],
+                    count: c.calls,
+                    bytes_p50: percentile_of_counts(&sizes, 0.5),
+                    bytes_p95: percentile_of_counts(&sizes, 0.95),
+                    bytes_total: Some(c.total_bytes),
+                    link: match (&transport, links.all_nvlink) {
+                        (Some(t), true) if t.starts_with("P2P") => Some(format!("NVLink ({t})")),
+                        (Some(t), _) => Some(t.clone()),
+                        (None, _) => None,
+                    },
+                    ..InterconnectRow::default()
+                });
+            }
+        }
+    }
+    let mut comm_compute = Vec::new();
+    for stored in &session.traces {
+        for f in &stored.report.traces {
+            let source = Source {
+                run_id: stored.id.clone(),
+                artifact: Some(f.path.clone()),
+            };
+            for c in &f.analysis.copies {
+                rows.push(copy_row(direction(&c.direction), c, source.clone(), &links));
+            }
+            let mut nccl: BTreeMap<String, (u64, f64)> = BTreeMap::new();
+            for k in f.analysis.kernels.iter().filter(|k| k.category == "nccl") {
+                let e = nccl.entry(nccl_op(&k.name)).or_default();
+                e.0 += k.count;
+                e.1 += k.total_us;
+            }
+            for (op, (count, us)) in nccl {
+                rows.push(InterconnectRow {
+                    kind: format!("{op} (NCCL kernels)"),
+                    sources: vec![source.clone()],
+                    count,
+                    latency_us_mean: (count > 0).then(|| us / count as f64),
+                    time_s: Some(us * 1e-6),
+                    link: links.all_nvlink.then(|| "NVLink".into()),
+                    ..InterconnectRow::default()
+                });
+            }
+            for d in &f.analysis.devices {
+                if d.comm_us > 0.0 {
+                    comm_compute.push(CommComputeRow {
+                        sources: vec![source.clone()],
+                        device: match f.analysis.rank {
+                            Some(r) => format!("rank {r} cuda:{}", d.device),
+                            None => format!("cuda:{}", d.device),
+                        },
+                        comm_us: d.comm_us,
+                        compute_us: d.compute_us,
+                        ratio: if d.compute_us > 0.0 {
+                            d.comm_us / d.compute_us
+                        } else {
+                            0.0
+                        },
+                        overlapped_percent: d.comm_overlapped_percent,
+                    });
+                }
+            }
+        }
+    }
+    // Copy directions first in their usual order, then collectives; stable within a kind.
+    rows.sort_by_key(|r| {
+        KIND_ORDER
+            .iter()
+            .position(|k| *k == r.kind)
+            .unwrap_or(KIND_ORDER.len())
+    });
+    let topology = topology_line(session).map(|t| t.0);
+    (!rows.is_empty() || !comm_compute.is_empty() || topology.is_some()).then_some(
+        InterconnectTable {
+            rows,
+            comm_compute,
+            topology,
+        },
+    )
+}
+
+/// One row per GPU and source: utilisation from the samplers, kernels and launches from the
+/// traces.
+pub fn gpu_rows(session: &Session) -> Vec<GpuRow> {
+    let links = links(session);
+    let mut rows = Vec::new();
+    for run in &session.runs {
+        if let Some(g) = &run.metrics.gpu {
+            let kind = if g.source == "nvml" {
+                "nvml_jsonl"
+            } else {
+                "dmon.txt"
+            };
+            for d in &g.devices {
+                let sm = d.series.get("sm_util_percent");
+                rows.push(GpuRow {
+                    device: format!("cuda:{}", d.gpu),
+                    name: d.name.clone(),
+                    sources: vec![cite(run, kind)],
+                    sm_util_mean_percent: sm.map(|s| s.mean),
+                    sm_util_p95_percent: sm.map(|s| s.p95),
+                    mem_util_mean_percent: d.series.get("mem_util_percent").map(|s| s.mean),
+                    ..GpuRow::default()
+                });
+            }
+        }
+    }
+    let mut traced = |analysis: &system_profile_model::metrics::TraceAnalysis, source: Source| {
+        let single = analysis.devices.len() == 1;
+        let d2d = analysis
+            .copies
+            .iter()
+            .find(|c| c.direction == "DtoD")
+            .map(|c| c.bandwidth_gbps);
+        for d in &analysis.devices {
+            rows.push(GpuRow {
+                device: match analysis.rank {
+                    Some(r) => format!("rank {r} cuda:{}", d.device),
+                    None => format!("cuda:{}", d.device),
+                },
+                name: d.name.clone(),
+                sources: vec![source.clone()],
+                kernels: single.then_some(analysis.launches.kernels),
+                kernel_time_s: Some(d.kernel_us * 1e-6),
+                busy_percent: (d.span_us > 0.0).then(|| d.busy_us / d.span_us * 100.0),
+                idle_percent: Some(d.idle_percent),
+                launch_mean_us: single.then_some(analysis.launches.launch_api_mean_us),
+                launch_to_start_p50_us: analysis.launches.launch_to_start_p50_us,
+                short_kernels_percent: single.then_some(analysis.launches.short_kernels_percent),
+                memory_bandwidth_percent_of_peak: match (d2d, links.memory_gbps) {
+                    // A device-to-device copy reads and writes: twice its bytes cross memory.
+                    (Some(bw), Some(peak)) => Some(2.0 * bw / peak * 100.0),
+                    _ => None,
+                },
+                memory_bandwidth_peak_gbps: d2d.and(links.memory_gbps),
+                ..GpuRow::default()
+            });
+        }
+    };
+    for run in &session.runs {
+        if let Some(t) = &run.metrics.trace {
+            traced(t, cite(run, "kineto_trace"));
+        }
+    }
+    for stored in &session.traces {
+        for f in &stored.report.traces {
+            traced(
+                &f.analysis,
+                Source {
+                    run_id: stored.id.clone(),
+                    artifact: Some(f.path.clone()),
+                },
+            );
+        }
+    }
+    for run in &session.runs {
+        if let Some(n) = &run.metrics.nsys {
+            rows.push(GpuRow {
+                device: "all".into(),
+                sources: vec![cite(run, "nsys_stats")],
+                kernels: Some(n.launches.kernels),
+                kernel_time_s: Some(n.launches.kernel_us * 1e-6),
+                launch_mean_us: Some(n.launches.launch_api_mean_us),
+                short_kernels_percent: None,
+                ..GpuRow::default()
+            });
+        }
+    }
+    rows
+}
+
+/// A file as the report shows it: relative to the root when under it.
+fn shown_file(root: &std::path::Path, file: &str) -> String {
+    let p = std::path::Path::new(file);
+    p.strip_prefix(root)
+        .map(|r| r.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| file.to_string())
+}
+
+/// What one tool said of one function.
+struct Seen {
+    function: String,
+    file: Option<String>,
+    line: Option<u32>,
+    kind: &'static str,
+    evidence: HotspotEvidence,
+    /// The hottest line and its share, from a line-level tool.
+    hot_line: Option<u32>,
+}
+
+const HOTSPOT_ROWS: usize = 15;
+const MIN_SELF_PERCENT: f64 = 1.0;
+const KERNEL_ROWS: usize = 5;
+
+/// The sampling rate a run asked for (`--rate N` for py-spy, `-F N` for perf).
+fn sampling_hz(run: &RunRecord) -> Option<f64> {
+    run.argv
+        .windows(2)
+        .find(|w| w[0] == "--rate" || w[0] == "-F")
+        .and_then(|w| w[1].parse::<f64>().ok())
+        .filter(|hz| *hz > 0.0)
+}
+
+fn from_stacks(
+    root: &std::path::Path,
+    tool: &str,
+    source: &Source,
+    s: &StackProfile,
+    hz: Option<f64>,
+) -> Vec<Seen> {
+    let mut out: Vec<Seen> = Vec::new();
+    for f in s
+        .by_self
+        .iter()
+        .filter(|f| f.self_percent >= MIN_SELF_PERCENT)
+        .take(HOTSPOT_ROWS)
+    {
+        let file = f.file.as_deref().map(|x| shown_file(root, x));
+        let hot_line = s
+            .lines
+            .iter()
+            .find(|l| l.function == f.function && Some(&l.file) == f.file.as_ref())
+            .map(|l| l.line);
+        out.push(Seen {
+            kind: if file.as_deref().is_some_and(|x| x.ends_with(".py")) {
+                "python"
+            } else {
+                "native"
+            },
+            function: f.function.clone(),
+            file,
+            line: f.line,
+            evidence: HotspotEvidence {
+                tool: tool.into(),
+                source: source.clone(),
+                self_percent: Some(f.self_percent),
+                total_percent: Some(f.total_percent),
+                hot_line: None,
+                hot_line_percent: None,
+                self_s: hz.map(|hz| f.self_samples as f64 / hz),
+            },
+            hot_line,
+        });
+    }
+    out
+}
+
+/// The same function as two tools name it: equal, or one the other's qualified form.
+fn same_function(a: &str, b: &str) -> bool {
+    a == b || a.ends_with(&format!(".{b}")) || b.ends_with(&format!(".{a}"))
+}
+
+/// Hotspots merged across the profilers: one row per (file, function), sampling tools'
+/// shares first, the agreeing tools listed; then the heaviest GPU kernels.
+pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTable> {
+    let mut seen: Vec<Seen> = Vec::new();
+    let mut flame_graphs = Vec::new();
+    for run in &session.runs {
+        let m = &run.metrics;
+        let tool = run.profiler.id();
+        if let Some(s) = &m.stacks {
+            seen.extend(from_stacks(
+                root,
+                &tool,
+                &cite(run, "folded"),
+                s,
+                sampling_hz(run),
+            ));
+        }
+        if let Some(c) = &m.calls {
+            let total = c.total_time_s;
+            for f in c.by_tottime.iter().take(HOTSPOT_ROWS) {
+                let self_percent = if total > 0.0 {
+                    f.tottime_s / total * 100.0
+                } else {
+                    0.0
+                };
+                if self_percent < MIN_SELF_PERCENT {
+                    continue;
+                }
+                let file = shown_file(root, &f.file);
+                seen.push(Seen {
+                    kind: if file.ends_with(".py") {
+                        "python"
+                    } else {
+                        "native"
+                    },
+                    function: f.function.clone(),
+                    file: Some(file),
+                    line: Some(f.line),
+                    evidence: HotspotEvidence {
+                        tool: tool.clone(),
+                        source: cite(run, "cprofile_json"),
+                        self_percent: Some(self_percent),
+                        total_percent: Some(if total > 0.0 {
+                            (f.cumtime_s / total * 100.0).min(100.0)
+                        } else {
+                            0.0
+                        }),
+                        hot_line: None,
+                        hot_line_percent: None,
+                        self_s: Some(f.tottime_s),
+                    },
+                    hot_line: None,
+                });
+            }
+        }
+        if let Some(lp) = &m.line_profile {
+            let hottest = lp
+                .lines
+                .iter()
+                .max_by(|a, b| a.percent.total_cmp(&b.percent));
+            let name = lp.function.rsplit('.').next().unwrap_or(&lp.function);
+            seen.push(Seen {
+                kind: "python",
+                function: name.to_string(),
+                file: Some(shown_file(root, &lp.file)),
+                line: lp.lines.first().map(|l| l.line),
+                evidence: HotspotEvidence {
+                    tool: tool.clone(),
+                    source: cite(run, "line_profiler_json"),
+                    self_percent: None,
+                    total_percent: None,
+                    hot_line: hottest.map(|l| l.line),
+                    hot_line_percent: hottest.map(|l| l.percent),
+                    self_s: None,
+                },
+                hot_line: hottest.map(|l| l.line),
+            });
+        }
+        for a in run.artifacts.iter().filter(|a| a.kind == "flamegraph_svg") {
+            flame_graphs.push(FlameGraph {
+                run_id: run.run_id.clone(),
+                path: a.path.clone(),
+            });
+        }
+    }
+    // Merge by (file, function), keeping the order of first sight for ties.
+    let mut merged: Vec<Hotspot> = Vec::new();
+    let mut hot_lines: Vec<Option<u32>> = Vec::new();
+    for s in seen {
+        let at = merged
+            .iter()
+            .position(|h| h.file == s.file && same_function(&h.function, &s.function));
+        match at {
+            Some(i) => {
+                // Keep the qualified name (py-spy's `f.<locals>.<listcomp>` over cProfile's
+                // `<listcomp>`).
+                if s.function.len() > merged[i].function.len() {
+                    merged[i].function = s.function.clone();
+                }
+                merged[i].evidence.push(s.evidence);
+                hot_lines[i] = hot_lines[i].or(s.hot_line);
+            }
+            None => {
+                merged.push(Hotspot {
+                    function: s.function,
+                    file: s.file,
+                    line: s.line,
+                    kind: s.kind.into(),
+                    self_percent: 0.0,
+                    total_percent: 0.0,
+                    self_s: None,
+                    self_s_run: None,
+                    evidence: vec![s.evidence],
+                });
+                hot_lines.push(s.hot_line);
+            }
+        }
+    }
+    for (h, hot) in merged.iter_mut().zip(hot_lines) {
+        // Sampling profilers first: they barely slow the target, so their shares are truest.
+        let rank = |tool: &str| match tool {
+            "py_spy_record" => 0,
+            "perf_record" => 1,
+            "cprofile" => 2,
+            _ => 3,
+        };
+        let best = h
+            .evidence
+            .iter()
+            .filter(|e| e.self_percent.is_some())
+            .min_by_key(|e| rank(&e.tool));
+        if let Some(b) = best {
+            h.self_percent = b.self_percent.unwrap_or(0.0);
+            h.total_percent = b.total_percent.unwrap_or(0.0);
+            h.self_s = b.self_s;
+            h.self_s_run = b.self_s.map(|_| b.source.run_id.clone());
+        }
+        h.line = hot.or(h.line);
+    }
+    // A function only a line-level tool saw has no share to rank by; it stays if named.
+    merged.sort_by(|a, b| b.self_percent.total_cmp(&a.self_percent));
+    merged.truncate(HOTSPOT_ROWS);
+    let mut kernels: Vec<Hotspot> = Vec::new();
+    let mut add_kernels = |analysis: &system_profile_model::metrics::TraceAnalysis,
+                           source: Source| {
+        for k in analysis
+            .kernels
+            .iter()
+            .filter(|k| k.category != "nccl")
+            .take(KERNEL_ROWS)
+        {
+            if k.percent < 5.0 {
+                break;
+            }
+            kernels.push(Hotspot {
+                function: k.name.chars().take(100).collect(),
+                file: None,
+                line: None,
+                kind: "gpu_kernel".into(),
+                self_percent: k.percent,
+                total_percent: k.percent,
+                self_s: Some(k.total_us * 1e-6),
+                self_s_run: Some(source.run_id.clone()),
+                evidence: vec![HotspotEvidence {
+                    tool: "torch_profiler".into(),
+                    source: source.clone(),
+                    self_percent: Some(k.percent),
+                    total_percent: None,
+                    hot_line: None,
+                    hot_line_percent: None,
+                    self_s: None,
+                }],
+            });
+        }
+    };
+    for run in &session.runs {
+        if let Some(t) = &run.metrics.trace {
+            add_kernels(t, cite(run, "kineto_trace"));
+        }
+    }
+    for stored in &session.traces {
+        // One rank's kernels speak for the job; every rank's would repeat them.
+        if let Some(f) = stored.report.traces.first() {
+            add_kernels(
+                &f.analysis,
+                Source {
+                    run_id: stored.id.clone(),
+                    artifact: Some(f.path.clone()),
+                },
+            );
+        }
+    }
+    merged.extend(kernels);
+    (!merged.is_empty()).then_some(HotspotTable {
+        rows: merged,
+        flame_graphs,
+    })
+}

@@ -1,0 +1,233 @@
+//! Each rule on a real scenario where it must fire and one where it must not; the order of
+//! the recommendations against the impacts they computed.
+
+use crate::support::{gpu_session, Nccl, Root};
+use system_profile_model::report::{Confidence, Recommendation, Report};
+
+fn fired<'a>(r: &'a Report, rule: &str) -> Vec<&'a Recommendation> {
+    r.recommendations
+        .iter()
+        .filter(|x| x.rule == rule)
+        .collect()
+}
+
+struct Sessions {
+    _roots: Vec<Root>,
+    cpu: Report,
+    cpu_after: Report,
+    memory: Report,
+    io: Report,
+    gpu: Report,
+    gpu_socket: Report,
+}
+
+fn sessions() -> Sessions {
+    let mut roots = Vec::new();
+    let mut captured = |name: &str| {
+        let root = Root::new();
+        let s = root.install(name);
+        let r = root.report(&s);
+        roots.push(root);
+        r
+    };
+    let (cpu, cpu_after, memory, io) = (
+        captured("cpu"),
+        captured("cpu-after"),
+        captured("memory"),
+        captured("io"),
+    );
+    let root = Root::new();
+    let gpu = root.report(&gpu_session(&root, "20261202-gpu-a", Nccl::A100Pcie));
+    roots.push(root);
+    let root = Root::new();
+    let gpu_socket = root.report(&gpu_session(&root, "20261202-gpu-b", Nccl::SocketFallback));
+    roots.push(root);
+    Sessions {
+        _roots: roots,
+        cpu,
+        cpu_after,
+        memory,
+        io,
+        gpu,
+        gpu_socket,
+    }
+}
+
+#[test]
+fn every_rule_fires_where_it_must_and_not_where_it_must_not() {
+    let s = sessions();
+
+    // busy() holds ~96% of py-spy's and cProfile's samples; after the fix nothing is hot, and
+    // io_wait's poll() is sampled but owns too little of its run's wall time.
+    let hot = fired(&s.cpu, "hot_python_function");
+    assert_eq!(hot.len(), 1, "{:#?}", s.cpu.recommendations);
+    assert!(hot[0].title.contains("`busy`") && hot[0].title.contains("cpu_hotspot.py:12"));
+    assert_eq!(hot[0].confidence, Confidence::High, "two profilers agree");
+    assert!(fired(&s.cpu_after, "hot_python_function").is_empty());
+    assert!(s.io.hotspots.is_some());
+    assert!(fired(&s.io, "hot_python_function").is_empty());
+
+    // AlexNet's 16 pageable HtoD copies (Kineto names them) and the LM's 294 copies at 3 GB/s
+    // (nsys); the 2-rank trace's device-to-device copies are not host copies.
+    let copies = fired(&s.gpu, "pageable_or_small_copies");
+    let cited: Vec<&str> = copies
+        .iter()
+        .map(|r| r.sources[0].run_id.as_str())
+        .collect();
+    assert_eq!(cited, ["r005-nsys", "r004-torch-profiler"], "{copies:#?}");
+    assert!(copies
+        .iter()
+        .all(|r| !r.evidence.iter().any(|e| e.contains("t001"))));
+    assert!(fired(&s.cpu, "pageable_or_small_copies").is_empty());
+
+    // Both traces leave the GPU idle (99.5%, 77.2%); the H200 under load in dmon is at 100% SM.
+    let idle = fired(&s.gpu, "gpu_idle");
+    assert_eq!(idle.len(), 2, "{idle:#?}");
+    assert!(idle
+        .iter()
+        .all(|r| !r.sources[0].run_id.starts_with("r001")));
+
+    // Neither trace nor the nsys run is launch-bound: most kernels run over 10 µs and the
+    // LM's launch calls (2.36 s) cost less than its kernels (3.39 s).
+    assert!(fired(&s.gpu, "launch_bound").is_empty());
+
+    // The all-reduce trace hides 14.8% of its NCCL time; AlexNet has no communication.
+    let comm = fired(&s.gpu, "exposed_communication");
+    assert_eq!(comm.len(), 1);
+    assert_eq!(comm[0].sources[0].run_id, "t001");
+
+    // memory_hog's prepare() keeps a clone of a 32 MiB tensor; the CPU session measured no
+    // tensors.
+    let dup = fired(&s.memory, "duplicated_tensors");
+    assert_eq!(dup.len(), 1);
+    assert_eq!(dup[0].gain.memory_bytes, Some(32 << 20));
+    assert_eq!(dup[0].confidence, Confidence::High);
+    assert!(fired(&s.cpu, "duplicated_tensors").is_empty());
+
+    // io_wait sleeps 94% of the time; cpu_hotspot keeps a core busy.
+    let wait = fired(&s.io, "waiting_process");
+    assert_eq!(wait.len(), 1);
+    assert!(
+        wait[0].action.contains("`write`"),
+        "names strace's top call"
+    );
+    assert!(fired(&s.cpu, "waiting_process").is_empty());
+
+    // 120,000 one-byte writes: two thirds of io_wait's CPU is in the kernel; cpu_hotspot was
+    // straced too and makes almost no syscalls.
+    let sys = fired(&s.io, "syscall_heavy");
+    assert_eq!(sys.len(), 1);
+    assert!(sys[0].title.contains("`write`"));
+    assert!(s.cpu.runs.iter().any(|r| r.run_id == "r007-strace-c"));
+    assert!(fired(&s.cpu, "syscall_heavy").is_empty());
+
+    // load_records() holds ~59 MiB of a ~127 MiB Python heap at the peak; io_wait's heap
+    // (tracemalloc too) is small.
+    let site = fired(&s.memory, "python_allocation_site");
+    assert_eq!(site.len(), 1);
+    assert!(
+        site[0].title.starts_with("memory_hog.py:14"),
+        "{}",
+        site[0].title
+    );
+    assert!(s.io.memory.iter().any(|m| m.heap_peak_bytes.is_some()));
+    assert!(fired(&s.io, "python_allocation_site").is_empty());
+
+    // The p4d log's NET/Socket fallback; the A100 PCIe box talks P2P.
+    let socket = fired(&s.gpu_socket, "nccl_socket_fallback");
+    assert_eq!(socket.len(), 1);
+    assert!(socket[0].gain.time_s.is_none() && socket[0].impact == 0.0);
+    assert!(fired(&s.gpu, "nccl_socket_fallback").is_empty());
+}
+
+#[test]
+fn recommendations_are_ordered_by_the_impact_they_computed() {
+    let s = sessions();
+    for (name, r) in [
+        ("cpu", &s.cpu),
+        ("memory", &s.memory),
+        ("io", &s.io),
+        ("gpu", &s.gpu),
+        ("gpu_socket", &s.gpu_socket),
+    ] {
+        for rec in &r.recommendations {
+            let share = rec
+                .gain
+                .wall_percent
+                .unwrap_or(0.0)
+                .max(rec.gain.memory_percent.unwrap_or(0.0))
+                / 100.0;
+            let weight = match rec.confidence {
+                Confidence::High => 1.0,
+                Confidence::Medium => 0.6,
+                Confidence::Low => 0.3,
+            };
+            assert!(
+                (rec.impact - share * weight).abs() < 1e-12,
+                "{name}: {rec:#?}"
+            );
+            assert!(
+                !rec.evidence.is_empty() && !rec.sources.is_empty(),
+                "{name}: {rec:#?}"
+            );
+            assert!(
+                rec.gain.time_s.is_some() || rec.gain.memory_bytes.is_some() || rec.impact == 0.0,
+                "{name}: a gain or an impact of 0"
+            );
+        }
+        assert!(
+            r.recommendations
+                .windows(2)
+                .all(|w| w[0].impact >= w[1].impact),
+            "{name}: {:?}",
+            r.recommendations
+                .iter()
+                .map(|x| x.impact)
+                .collect::<Vec<_>>()
+        );
+    }
+    // The GPU session ranks the 6.4 s of idle AlexNet GPU first and the tens of ms of pinned
+    // copies later.
+    assert_eq!(s.gpu.recommendations[0].rule, "gpu_idle");
+    assert!(s.gpu.recommendations.len() >= 4);
+}
+
+/// No capture of several GPUs' memory exists here (every GPU fixture is one device or has no
+/// memory column), so this rule is checked on a report built in code: the one rule without a
+/// real scenario. The H200 device check (issue 10) should capture one.
+#[test]
+fn gpu_memory_imbalance_on_a_constructed_report() {
+    use system_profile_model::report::{Lang, MemoryRow};
+    use system_profile_report::rules::{recommend, Inputs};
+    let root = Root::new();
+    let s = root.install("io");
+    let session = system_profile_report::session::load(root.path(), &s, &[]).unwrap();
+    let row = |place: &str, peak: u64| MemoryRow {
+        run_id: "instrument".into(),
+        place: place.into(),
+        gpu_peak_allocated_bytes: Some(peak),
+        ..MemoryRow::default()
+    };
+    let mut report = Report {
+        memory: vec![row("cuda:0", 60 << 30), row("cuda:1", 40 << 30)],
+        ..Report::default()
+    };
+    let recs = recommend(&Inputs {
+        session: &session,
+        report: &report,
+        lang: Lang::En,
+    });
+    let r: Vec<_> = recs
+        .iter()
+        .filter(|r| r.rule == "gpu_memory_imbalance")
+        .collect();
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].gain.memory_bytes, Some(10 << 30));
+    report.memory = vec![row("cuda:0", 50 << 30), row("cuda:1", 45 << 30)];
+    let recs = recommend(&Inputs {
+        session: &session,
+        report: &report,
+        lang: Lang::En,
+    });
+    assert!(recs.iter().all(|r| r.rule != "gpu_memory_imbalance"));
+}

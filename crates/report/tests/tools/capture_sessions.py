@@ -1,0 +1,162 @@
+"""Capture the real sessions under crates/report/tests/data/sessions/ by driving the real
+server over stdio (JSON-RPC lines) with real profilers on the programs beside them.
+
+    python3 crates/report/tests/tools/capture_sessions.py target/release/system-profile
+
+Each scenario runs in a fresh root with its own server (one server = one session). The
+session folder is copied with only what `summarize` reads (manifest.json, the samplers'
+procfs.jsonl / nvml.jsonl) and the instrumentation log; the root's absolute path is replaced
+by @ROOT@ in those files so a test can put them under any root.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "data")
+PROGRAMS = os.path.join(DATA, "programs")
+OUT = os.path.join(DATA, "sessions")
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+VENV_PY = os.path.join(REPO, ".venv", "bin", "python")
+
+
+class Server:
+    def __init__(self, binary, root):
+        env = dict(os.environ)
+        env["PATH"] = os.path.join(REPO, ".venv", "bin") + ":" + env.get("PATH", "")
+        self.p = subprocess.Popen([binary, "serve", "--root", root], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, env=env)
+        self.n = 0
+        self.ask("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                "clientInfo": {"name": "capture", "version": "1"}})
+        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        self.p.stdin.flush()
+
+    def ask(self, method, params):
+        self.n += 1
+        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method,
+                                       "params": params}) + "\n")
+        self.p.stdin.flush()
+        while True:
+            msg = json.loads(self.p.stdout.readline())
+            if msg.get("id") == self.n:
+                return msg
+
+    def call(self, name, arguments):
+        r = self.ask("tools/call", {"name": name, "arguments": arguments})
+        res = r.get("result", {})
+        if "error" in r or res.get("isError"):
+            raise SystemExit(f"{name} failed: {r}")
+        return res["structuredContent"]
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=30)
+
+
+def keep(root, session, name):
+    """Copy what summarize reads into sessions/<name>/, the root replaced by @ROOT@."""
+    src = os.path.join(root, "profile_output", session)
+    dst = os.path.join(OUT, name)
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(dst)
+    wanted = ("manifest.json", "procfs.jsonl", "nvml.jsonl")
+    for dirpath, _, files in os.walk(src):
+        for f in files:
+            if f not in wanted:
+                continue
+            rel = os.path.relpath(os.path.join(dirpath, f), src)
+            os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
+            with open(os.path.join(dirpath, f)) as fh:
+                text = fh.read().replace(root, "@ROOT@")
+            with open(os.path.join(dst, rel), "w") as fh:
+                fh.write(text)
+    log = os.path.join(root, "profile_output", "instrument", "measure.jsonl")
+    if os.path.exists(log):
+        with open(log) as fh:
+            text = fh.read().replace(root, "@ROOT@")
+        with open(os.path.join(dst, "instrument.jsonl"), "w") as fh:
+            fh.write(text)
+    ledger = os.path.join(root, "profile_output", "ledger.json")
+    if os.path.exists(ledger):
+        # The files the ledger names, as the changes left them (Part B checks their hashes).
+        with open(ledger) as fh:
+            for change in json.load(fh)["changes"]:
+                src_file = os.path.join(root, change["file"])
+                if os.path.exists(src_file):
+                    dst_file = os.path.join(dst, "files", change["file"])
+                    os.makedirs(os.path.dirname(dst_file), exist_ok=True)
+                    shutil.copy(src_file, dst_file)
+        with open(ledger) as fh:
+            text = fh.read().replace(root, "@ROOT@")
+        with open(os.path.join(dst, "ledger.json"), "w") as fh:
+            fh.write(text)
+    with open(os.path.join(dst, "SESSION"), "w") as fh:
+        fh.write(session + "\n")
+
+
+def scenario(binary, name, program, runs, instrument=None, replace=None):
+    root = tempfile.mkdtemp(prefix="sp-capture-")
+    for f in os.listdir(PROGRAMS):
+        shutil.copy(os.path.join(PROGRAMS, f), root)
+    if replace:
+        shutil.copy(os.path.join(PROGRAMS, replace[1]), os.path.join(root, replace[0]))
+    s = Server(binary, root)
+    if instrument:
+        for args in instrument:
+            s.call("instrument_file", args)
+    session = None
+    for args in runs:
+        rec = s.call("run_profiler", args)
+        session = rec["session"]
+        print(name, rec["run_id"], rec["status"], rec.get("wall_s"), file=sys.stderr)
+    s.close()
+    keep(root, session, name)
+    shutil.rmtree(root)
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+
+    hot = [VENV_PY, "cpu_hotspot.py", "150"]
+    cpu_runs = [{"profiler": "measure", "target": {"command": hot}, "label": "baseline"}
+                for _ in range(3)]
+    cpu_runs += [
+        {"profiler": "py_spy_record", "target": {"command": hot}},
+        {"profiler": "cprofile", "target": {"command": hot}},
+        {"profiler": "perf_stat", "target": {"command": hot}},
+        {"profiler": "strace_c", "target": {"command": hot}},
+        {"profiler": "line_profiler", "target": {"command": hot},
+         "options": {"function": "cpu_hotspot.py:busy"}},
+    ]
+    scenario(binary, "cpu", "cpu_hotspot.py", cpu_runs)
+    after = [{"profiler": "measure", "target": {"command": hot}, "label": "fixed"}
+             for _ in range(3)]
+    after.append({"profiler": "py_spy_record", "target": {"command": hot}})
+    scenario(binary, "cpu-after", "cpu_hotspot.py", after,
+             replace=("cpu_hotspot.py", "cpu_hotspot_fixed.py"))
+    hog = [VENV_PY, "memory_hog.py"]
+    scenario(binary, "memory", "memory_hog.py", [
+        {"profiler": "measure", "target": {"command": hog}},
+        {"profiler": "tracemalloc", "target": {"command": hog}},
+        {"profiler": "memray", "target": {"command": hog}},
+    ], instrument=[
+        {"path": "memory_hog.py", "measure": "duplicates", "function": "prepare",
+         "strategy": "decorator"},
+        {"path": "memory_hog.py", "measure": "memory", "function": "main",
+         "strategy": "decorator"},
+    ])
+    wait = [VENV_PY, "io_wait.py"]
+    scenario(binary, "io", "io_wait.py", [
+        {"profiler": "measure", "target": {"command": wait}},
+        {"profiler": "strace_c", "target": {"command": wait}},
+        {"profiler": "py_spy_record", "target": {"command": wait}},
+        {"profiler": "tracemalloc", "target": {"command": wait}},
+    ])
+
+
+if __name__ == "__main__":
+    main()

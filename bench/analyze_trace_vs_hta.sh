@@ -17,37 +17,10 @@ HTA_PY=${HTA_PY:-/tmp/htavenv/bin/python}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/traces"
-python3 - "$HERE/crates/parse/tests/data/kineto/hta-a100-2rank-nccl-allreduce.json.gz" "$WORK/traces" "$RANKS" "$REPEAT" <<'PY'
-import gzip, json, sys, copy
-src, out, ranks, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-d = json.load(gzip.open(src))
-ev = d["traceEvents"]
-xs = [e for e in ev if isinstance(e, dict) and "ts" in e]
-t0 = min(float(e["ts"]) for e in xs)
-t1 = max(float(e["ts"]) + float(e.get("dur", 0)) for e in xs)
-span = t1 - t0
-big = []
-for r in range(repeat):
-    for e in ev:
-        if isinstance(e, dict) and "ts" in e and r > 0:
-            e = copy.deepcopy(e)
-            e["ts"] = float(e["ts"]) + r * (span + 1000.0)
-            a = e.get("args")
-            if isinstance(a, dict):
-                for k in ("correlation", "External id"):
-                    if isinstance(a.get(k), int):
-                        a[k] = a[k] + r * 10_000_000
-            if "id" in e and isinstance(e["id"], int):
-                e["id"] = e["id"] + r * 10_000_000
-        elif r > 0:
-            continue
-        big.append(e)
-d["traceEvents"] = big
-for rank in range(ranks):
-    d["distributedInfo"] = {"rank": rank}
-    with gzip.open(f"{out}/rank{rank}.json.gz", "wt") as f:
-        json.dump(d, f)
-PY
+for rank in $(seq 0 $((RANKS - 1))); do
+    python3 "$HERE/bench/grow_trace.py" "$HERE/crates/parse/tests/data/kineto/hta-a100-2rank-nccl-allreduce.json.gz" \
+        "$WORK/traces/rank$rank.json.gz" --repeat "$REPEAT" --rank "$rank"
+done
 du -sh "$WORK/traces"
 paths=$(python3 -c "import json,sys; print(json.dumps({'paths': ['traces/rank%d.json.gz' % r for r in range(int(sys.argv[1]))]}))" "$RANKS")
 echo "== system-profile analyze_trace"

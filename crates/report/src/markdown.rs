@@ -20,6 +20,11 @@ fn cite(sources: &[Source]) -> String {
         .join(", ")
 }
 
+/// Cells of one column that belong together: `a / b / c`.
+fn slash(parts: &[String]) -> String {
+    parts.join(" / ")
+}
+
 fn table(md: &mut String, head: &[String], rows: &[Vec<String>]) {
     md.push_str(&format!("| {} |\n", head.join(" | ")));
     md.push_str(&format!("|{}\n", "---|".repeat(head.len())));
@@ -144,16 +149,14 @@ fn cpu(md: &mut String, report: &Report) {
                 cell(r.sys_s, secs),
                 cell(r.cpu_utilization_cores, |c| format!("{c:.2}")),
                 cell(r.cpu_utilization_of_machine_percent, pct),
-                format!(
-                    "{} / {}",
+                slash(&[
                     cell(r.voluntary_ctx_switches, num),
-                    cell(r.involuntary_ctx_switches, num)
-                ),
-                format!(
-                    "{} / {}",
+                    cell(r.involuntary_ctx_switches, num),
+                ]),
+                slash(&[
                     cell(r.voluntary_ctx_switches_per_s, rate),
-                    cell(r.involuntary_ctx_switches_per_s, rate)
-                ),
+                    cell(r.involuntary_ctx_switches_per_s, rate),
+                ]),
                 format!(
                     "{} ({} / {})",
                     cell(r.page_faults, num),
@@ -217,27 +220,24 @@ fn memory(md: &mut String, report: &Report) {
                 r.place.clone(),
                 cell(r.rss_peak_bytes, bytes),
                 cell(r.rss_last_bytes, bytes),
-                format!(
-                    "{} / {}",
+                slash(&[
                     cell(r.heap_peak_bytes, bytes),
-                    cell(r.heap_last_bytes, bytes)
-                ),
-                format!(
-                    "{} / {} / {}",
+                    cell(r.heap_last_bytes, bytes),
+                ]),
+                slash(&[
                     cell(r.gpu_allocated_bytes, bytes),
                     cell(r.gpu_reserved_bytes, bytes),
-                    cell(r.gpu_peak_allocated_bytes, bytes)
-                ),
+                    cell(r.gpu_peak_allocated_bytes, bytes),
+                ]),
                 match (r.gpu_used_peak_bytes, r.gpu_total_bytes) {
                     (Some(u), Some(t)) => format!("{} / {}", bytes(u), bytes(t)),
                     (Some(u), None) => bytes(u),
                     _ => "—".into(),
                 },
-                format!(
-                    "{} / {}",
+                slash(&[
                     cell(r.duplicated_bytes, bytes),
-                    cell(r.duplicated_same_place_bytes, bytes)
-                ),
+                    cell(r.duplicated_same_place_bytes, bytes),
+                ]),
                 cell(r.share_of_gpus_percent, pct),
                 cite(&r.sources),
             ]
@@ -398,24 +398,18 @@ fn gpu(md: &mut String, report: &Report) {
             vec![
                 r.device.clone(),
                 esc(r.name.as_deref().unwrap_or("—")),
-                format!(
-                    "{} / {}",
+                slash(&[
                     cell(r.sm_util_mean_percent, pct),
-                    cell(r.sm_util_p95_percent, pct)
-                ),
+                    cell(r.sm_util_p95_percent, pct),
+                ]),
                 cell(r.mem_util_mean_percent, pct),
                 cell(r.kernels, num),
                 cell(r.kernel_time_s, secs),
-                format!(
-                    "{} / {}",
-                    cell(r.busy_percent, pct),
-                    cell(r.idle_percent, pct)
-                ),
-                format!(
-                    "{} / {}",
+                slash(&[cell(r.busy_percent, pct), cell(r.idle_percent, pct)]),
+                slash(&[
                     cell(r.launch_mean_us, us),
-                    cell(r.launch_to_start_p50_us, us)
-                ),
+                    cell(r.launch_to_start_p50_us, us),
+                ]),
                 cell(r.short_kernels_percent, pct),
                 match (
                     r.memory_bandwidth_percent_of_peak,
@@ -584,14 +578,17 @@ fn recommendations(md: &mut String, report: &Report) {
             r.gain.memory_bytes,
             r.gain.memory_percent,
         ) {
-            (Some(t), Some(w), _, _) => format!(
-                "{} ({} {})",
-                secs(t),
-                pct(w),
-                tr(lang, "of wall time", "実時間比")
+            (Some(t), Some(w), _, _) => tr(
+                lang,
+                format!("{} ({} of wall time)", secs(t), pct(w)),
+                format!("{}（実時間の {}）", secs(t), pct(w)),
             ),
             (Some(t), None, _, _) => secs(t),
-            (None, _, Some(m), Some(p)) => format!("{} ({})", bytes(m), pct(p)),
+            (None, _, Some(m), Some(p)) => tr(
+                lang,
+                format!("{} ({} of the memory)", bytes(m), pct(p)),
+                format!("{}（メモリの {}）", bytes(m), pct(p)),
+            ),
             (None, _, Some(m), None) => bytes(m),
             _ => tr(lang, "not estimated", "見積りなし"),
         };

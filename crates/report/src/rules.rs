@@ -77,6 +77,45 @@ pub struct Draft {
     pub confidence: Confidence,
 }
 
+impl Draft {
+    /// The rest of a draft that saves `gain_s` of `wall_s`.
+    fn saves_time(gain_s: f64, wall_s: Option<f64>) -> Draft {
+        Draft {
+            gain: Gain {
+                time_s: Some(gain_s),
+                ..Gain::default()
+            },
+            wall_of_s: wall_s,
+            ..Draft::empty()
+        }
+    }
+
+    /// The rest of a draft that frees `bytes` of `of_bytes`.
+    fn saves_memory(bytes: u64, of_bytes: Option<u64>) -> Draft {
+        Draft {
+            gain: Gain {
+                memory_bytes: Some(bytes),
+                ..Gain::default()
+            },
+            memory_of_bytes: of_bytes,
+            ..Draft::empty()
+        }
+    }
+
+    fn empty() -> Draft {
+        Draft {
+            title: String::new(),
+            action: String::new(),
+            evidence: Vec::new(),
+            sources: Vec::new(),
+            gain: Gain::default(),
+            memory_of_bytes: None,
+            wall_of_s: None,
+            confidence: Confidence::Low,
+        }
+    }
+}
+
 /// Every rule, in no particular order: the report ranks what fires.
 pub const RULES: &[Rule] = &[
     Rule {
@@ -230,22 +269,26 @@ fn hot_python_function(inputs: &Inputs) -> Vec<Draft> {
             .find_map(|e| Some((e.tool.clone(), e.hot_line?, e.hot_line_percent?)));
         // Halving a function's own time is what a rewrite of its inner loop (vectorising,
         // caching, a better algorithm) typically gives; the estimate says so.
-        let gain_s = Some(self_s * 0.5);
-        let saving = match (gain_s, wall) {
-            (Some(g), Some(w)) => tr(
+        let gain_s = self_s * 0.5;
+        let saving = match wall {
+            Some(w) => tr(
                 lang,
                 format!(
                     "; halving its own time saves about {} of {}",
-                    secs(g),
+                    secs(gain_s),
                     secs(w)
                 ),
                 format!(
                     "。自身の時間を半減すれば {} 中 約 {} の短縮",
                     secs(w),
-                    secs(g)
+                    secs(gain_s)
                 ),
             ),
-            _ => String::new(),
+            None => tr(
+                lang,
+                format!("; halving its own time saves about {}", secs(gain_s)),
+                format!("。自身の時間を半減すれば約 {} の短縮", secs(gain_s)),
+            ),
         };
         let line_note = match hot_line {
             Some((tool, line, p)) => tr(
@@ -276,17 +319,12 @@ fn hot_python_function(inputs: &Inputs) -> Vec<Draft> {
             ),
             evidence: vec![format!("hotspots {file}{line} {}", h.function)],
             sources: h.evidence.iter().map(|e| e.source.clone()).collect(),
-            gain: Gain {
-                time_s: gain_s,
-                ..Gain::default()
-            },
-            memory_of_bytes: None,
-            wall_of_s: wall,
             confidence: if agreeing.len() >= 2 {
                 Confidence::High
             } else {
                 Confidence::Medium
             },
+            ..Draft::saves_time(gain_s, wall)
         });
     }
     out
@@ -387,13 +425,8 @@ fn pageable_or_small_copies(inputs: &Inputs) -> Vec<Draft> {
             ),
             evidence: vec![format!("interconnect {} {at}", r.kind)],
             sources: r.sources.clone(),
-            gain: Gain {
-                time_s: Some(gain),
-                ..Gain::default()
-            },
-            memory_of_bytes: None,
-            wall_of_s: wall,
             confidence: Confidence::Medium,
+            ..Draft::saves_time(gain, wall)
         });
     }
     out
@@ -459,13 +492,8 @@ fn gpu_idle(inputs: &Inputs) -> Vec<Draft> {
                 ),
                 evidence: vec![format!("gpu {device} {}", source.run_id)],
                 sources: vec![source.clone()],
-                gain: Gain {
-                    time_s: Some(gain),
-                    ..Gain::default()
-                },
-                memory_of_bytes: None,
-                wall_of_s: Some(span_s),
                 confidence: Confidence::Medium,
+                ..Draft::saves_time(gain, Some(span_s))
             });
         }
     }
@@ -510,14 +538,9 @@ fn sampled_gpu_idle(inputs: &Inputs) -> Vec<Draft> {
                 ),
                 evidence: vec![format!("gpu {device} {}", run.run_id)],
                 sources: vec![crate::tables::cite(run, if g.source == "nvml" { "nvml_jsonl" } else { "dmon.txt" })],
-                gain: Gain {
-                    time_s: Some(gain),
-                    ..Gain::default()
-                },
-                memory_of_bytes: None,
-                wall_of_s: Some(g.wall_s),
                 // NVML's utilisation is a share of time with any kernel, a coarse signal.
                 confidence: Confidence::Low,
+                ..Draft::saves_time(gain, Some(g.wall_s))
             });
         }
     }
@@ -560,13 +583,8 @@ fn launch_bound(inputs: &Inputs) -> Vec<Draft> {
             ),
             evidence: vec![format!("gpu launches {}", source.run_id)],
             sources: vec![source.clone()],
-            gain: Gain {
-                time_s: Some(gain),
-                ..Gain::default()
-            },
-            memory_of_bytes: None,
-            wall_of_s: Some(span_s),
             confidence: Confidence::Medium,
+            ..Draft::saves_time(gain, Some(span_s))
         });
     }
     out
@@ -609,13 +627,8 @@ fn exposed_communication(inputs: &Inputs) -> Vec<Draft> {
             ),
             evidence: vec![format!("interconnect comm/compute {}", c.device)],
             sources: c.sources.clone(),
-            gain: Gain {
-                time_s: Some(gain),
-                ..Gain::default()
-            },
-            memory_of_bytes: None,
-            wall_of_s: (span > 0.0).then_some(span),
             confidence: Confidence::Medium,
+            ..Draft::saves_time(gain, (span > 0.0).then_some(span))
         });
     }
     out
@@ -687,13 +700,8 @@ fn duplicated_tensors(inputs: &Inputs) -> Vec<Draft> {
             run_id: "instrument".into(),
             artifact: Some(system_profile_instrument::LOG_FILE.into()),
         }],
-        gain: Gain {
-            memory_bytes: Some(d.bytes_duplicated),
-            ..Gain::default()
-        },
-        memory_of_bytes: rss,
-        wall_of_s: None,
         confidence: Confidence::High,
+        ..Draft::saves_memory(d.bytes_duplicated, rss)
     }]
 }
 
@@ -753,13 +761,8 @@ fn waiting_process(inputs: &Inputs) -> Vec<Draft> {
             ),
             evidence: vec![format!("cpu {}", r.run_id)],
             sources: r.sources.clone(),
-            gain: Gain {
-                time_s: Some(gain),
-                ..Gain::default()
-            },
-            memory_of_bytes: None,
-            wall_of_s: Some(wall),
             confidence: if top.is_some() { Confidence::Medium } else { Confidence::Low },
+            ..Draft::saves_time(gain, Some(wall))
         });
     }
     out
@@ -845,13 +848,8 @@ fn syscall_heavy(inputs: &Inputs) -> Vec<Draft> {
             ),
             evidence: vec![format!("syscalls {} {}", run.run_id, top.syscall), format!("cpu {basis}")],
             sources: vec![crate::tables::cite(run, "strace_c")],
-            gain: Gain {
-                time_s: Some(gain),
-                ..Gain::default()
-            },
-            memory_of_bytes: None,
-            wall_of_s: Some(wall),
             confidence: Confidence::Low,
+            ..Draft::saves_time(gain, Some(wall))
         });
     }
     out
@@ -906,13 +904,8 @@ fn gpu_memory_imbalance(inputs: &Inputs) -> Vec<Draft> {
             ),
             evidence: vec![format!("memory {run_id} {} vs {}", max.0, min.0)],
             sources: max.2.clone(),
-            gain: Gain {
-                memory_bytes: Some(gain),
-                ..Gain::default()
-            },
-            memory_of_bytes: Some(max.1),
-            wall_of_s: None,
             confidence: Confidence::Medium,
+            ..Draft::saves_memory(gain, Some(max.1))
         });
     }
     out
@@ -953,13 +946,8 @@ fn python_allocation_site(inputs: &Inputs) -> Vec<Draft> {
             ),
             evidence: vec![format!("memory {} cpu heap", run.run_id)],
             sources: vec![crate::tables::cite(run, "tracemalloc_json")],
-            gain: Gain {
-                memory_bytes: Some(gain),
-                ..Gain::default()
-            },
-            memory_of_bytes: Some(p.peak_bytes),
-            wall_of_s: None,
             confidence: Confidence::Medium,
+            ..Draft::saves_memory(gain, Some(p.peak_bytes))
         });
     }
     out
@@ -1016,12 +1004,10 @@ fn nccl_socket_fallback(inputs: &Inputs) -> Vec<Draft> {
             ),
             evidence: vec![format!("interconnect {} NCCL transports", run.run_id)],
             sources: vec![crate::tables::cite(run, "nccl_log")],
-            // The log has no timings: the gain is not estimated, so it ranks by confidence
-            // alone (impact 0) and says so.
-            gain: Gain::default(),
-            memory_of_bytes: None,
-            wall_of_s: None,
             confidence: Confidence::High,
+            // The log has no timings: the gain is not estimated, so it ranks last (impact 0)
+            // and says so.
+            ..Draft::empty()
         });
     }
     out

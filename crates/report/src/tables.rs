@@ -680,6 +680,7 @@ struct Seen {
 const HOTSPOT_ROWS: usize = 15;
 const MIN_SELF_PERCENT: f64 = 1.0;
 const KERNEL_ROWS: usize = 5;
+const NATIVE_ROWS_BESIDE_PYTHON: usize = 5;
 
 /// The sampling rate a run asked for (`--rate N` for py-spy, `-F N` for perf).
 fn sampling_hz(run: &RunRecord) -> Option<f64> {
@@ -880,6 +881,15 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
     }
     // A function only a line-level tool saw has no share to rank by; it stays if named.
     merged.sort_by(|a, b| b.self_percent.total_cmp(&a.self_percent));
+    // Beside Python functions, perf's native frames are mostly the interpreter running them:
+    // the heaviest few say whether it is allocation or arithmetic; more would bury the code.
+    if merged.iter().any(|h| h.kind == "python") {
+        let mut native = 0;
+        merged.retain(|h| {
+            native += usize::from(h.kind == "native");
+            h.kind != "native" || native <= NATIVE_ROWS_BESIDE_PYTHON
+        });
+    }
     merged.truncate(HOTSPOT_ROWS);
     let mut kernels: Vec<Hotspot> = Vec::new();
     let mut add_kernels = |analysis: &system_profile_model::metrics::TraceAnalysis,

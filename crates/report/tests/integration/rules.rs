@@ -118,7 +118,7 @@ fn every_rule_fires_where_it_must_and_not_where_it_must_not() {
     let sys = fired(&s.io, "syscall_heavy");
     assert_eq!(sys.len(), 1);
     assert!(sys[0].title.contains("`write`"));
-    assert!(s.cpu.runs.iter().any(|r| r.run_id == "r007-strace-c"));
+    assert!(s.cpu.runs.iter().any(|r| r.run_id == "r008-strace-c"));
     assert!(fired(&s.cpu, "syscall_heavy").is_empty());
 
     // load_records() holds ~59 MiB of a ~127 MiB Python heap at the peak; io_wait's heap

@@ -21,40 +21,8 @@ PROGRAMS = os.path.join(DATA, "programs")
 OUT = os.path.join(DATA, "sessions")
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 VENV_PY = os.path.join(REPO, ".venv", "bin", "python")
-
-
-class Server:
-    def __init__(self, binary, root):
-        env = dict(os.environ)
-        env["PATH"] = os.path.join(REPO, ".venv", "bin") + ":" + env.get("PATH", "")
-        self.p = subprocess.Popen([binary, "serve", "--root", root], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, env=env)
-        self.n = 0
-        self.ask("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                "clientInfo": {"name": "capture", "version": "1"}})
-        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-        self.p.stdin.flush()
-
-    def ask(self, method, params):
-        self.n += 1
-        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method,
-                                       "params": params}) + "\n")
-        self.p.stdin.flush()
-        while True:
-            msg = json.loads(self.p.stdout.readline())
-            if msg.get("id") == self.n:
-                return msg
-
-    def call(self, name, arguments):
-        r = self.ask("tools/call", {"name": name, "arguments": arguments})
-        res = r.get("result", {})
-        if "error" in r or res.get("isError"):
-            raise SystemExit(f"{name} failed: {r}")
-        return res["structuredContent"]
-
-    def close(self):
-        self.p.stdin.close()
-        self.p.wait(timeout=30)
+sys.path.insert(0, os.path.join(REPO, "bench"))
+from stdio_client import Server  # noqa: E402
 
 
 def keep(root, session, name):
@@ -102,9 +70,12 @@ def scenario(binary, name, program, runs, instrument=None, replace=None):
     root = tempfile.mkdtemp(prefix="sp-capture-")
     for f in os.listdir(PROGRAMS):
         shutil.copy(os.path.join(PROGRAMS, f), root)
+    shutil.copy(os.path.join(REPO, "examples", "cpu_hotspot.py"), root)
     if replace:
         shutil.copy(os.path.join(PROGRAMS, replace[1]), os.path.join(root, replace[0]))
-    s = Server(binary, root)
+    env = dict(os.environ)
+    env["PATH"] = os.path.join(REPO, ".venv", "bin") + ":" + env.get("PATH", "")
+    s = Server(binary, root, env)
     if instrument:
         for args in instrument:
             s.call("instrument_file", args)
@@ -128,6 +99,7 @@ def main():
         {"profiler": "py_spy_record", "target": {"command": hot}},
         {"profiler": "cprofile", "target": {"command": hot}},
         {"profiler": "perf_stat", "target": {"command": hot}},
+        {"profiler": "perf_record", "target": {"command": hot}},
         {"profiler": "strace_c", "target": {"command": hot}},
         {"profiler": "line_profiler", "target": {"command": hot},
          "options": {"function": "cpu_hotspot.py:busy"}},

@@ -4,7 +4,7 @@ load_records() keeps 300,000 small byte strings alive (about 60 MiB at one line)
 summarise() walks them a few times; prepare() makes a float32 tensor and a clone of it (the
 same data held twice).
 """
-__import__("sys").path.append("/tmp/sp-capture-y_8gzddx/profile_output/instrument"); import _sp_profile  # [PROFILE] c0002
+__import__("sys").path.append("/tmp/sp-capture-w7mwfuuq/profile_output/instrument"); import _sp_profile  # [PROFILE] c0002
 import time
 
 import torch

@@ -3,10 +3,13 @@
 Usage: python_sdk_client.py MODE SERVER_BINARY [ROOT]
   MODE: legacy (initialize handshake) | auto (server/discover probe, 2026-07-28 when offered)
 
-Connects, lists the tools, calls detect_tools with a progress callback, identifies the
-script `work.py memory` in ROOT and plans for the target the SDK got back (the structured
-result passed through as is), and prints one JSON object describing what the SDK saw, for the
-Rust integration test to assert on. Exit status 0 unless the SDK raised.
+A whole six-step session: connects, lists the tools, calls detect_tools with a progress
+callback, identifies the script `work.py memory` in ROOT and plans for the target the SDK got
+back (the structured result passed through as is), reads work.py and instruments work() with a
+timing decorator, runs the plan's measure step, summarizes in Japanese (reading report.md back
+through its resource link), lists and reverts the changes, and gets the `system-profile`
+prompt. Prints one JSON object describing what the SDK saw, for the Rust integration test to
+assert on. Exit status 0 unless the SDK raised.
 """
 
 import asyncio
@@ -45,10 +48,28 @@ async def main(mode: str, binary: str, root: str) -> dict:
         p = plan.structured_content or {}
         # Steps 5 and 6: the plan's measure step as planned, then the report in Japanese (the
         # SDK checks the structured result against the tool's output schema).
+        # Step 4 after reading the code (work.py is in ROOT): a timing decorator on work().
+        with open(f"{root}/work.py") as fh:
+            source_before = fh.read()
+        instrumented = await client.call_tool(
+            "instrument_file",
+            {"path": "work.py", "measure": "timing", "function": "work", "strategy": "decorator"},
+        )
         measure = next((s["run_profiler"] for s in p.get("steps", []) if s["method"] == "measure"), None)
         ran = await client.call_tool("run_profiler", measure) if measure else None
         report = await client.call_tool("summarize", {"lang": "ja"})
         rs = report.structured_content or {}
+        # The report's files come back as resource links; read report.md through one.
+        links = [c for c in report.content if c.type == "resource_link"]
+        md_link = next((l for l in links if str(l.uri).endswith("/report.md")), None)
+        md = await client.read_resource(str(md_link.uri)) if md_link else None
+        listed_resources = await client.list_resources()
+        changes = await client.call_tool("list_changes", {})
+        reverted = await client.call_tool("revert_changes", {"all": True})
+        with open(f"{root}/work.py") as fh:
+            source_after = fh.read()
+        prompts = await client.list_prompts()
+        prompt = await client.get_prompt("system-profile", {"target": "work.py memory"})
         return {
             "mode": mode,
             "protocol_version": session.protocol_version,
@@ -94,6 +115,21 @@ async def main(mode: str, binary: str, root: str) -> dict:
                 "text": report.content[0].text if report.content else "",
                 "cpu_rows": len((rs.get("report") or {}).get("cpu", [])),
                 "markdown_path": rs.get("markdown_path"),
+                "part_b_files": [c["file"] for c in (rs.get("report") or {}).get("changes", {}).get("rows", [])],
+                "links": [str(l.uri) for l in links],
+                "read_markdown_equals": bool(md) and md.contents[0].text == rs.get("markdown"),
+            },
+            "resources_listed": len(listed_resources.resources),
+            "instrument": {
+                "is_error": instrumented.is_error,
+                "change_ids": (instrumented.structured_content or {}).get("change_ids", []),
+                "listed": len((changes.structured_content or {}).get("changes", [])),
+                "revert_complete": (reverted.structured_content or {}).get("complete"),
+                "source_restored": source_before == source_after,
+            },
+            "prompt": {
+                "names": [x.name for x in prompts.prompts],
+                "text": prompt.messages[0].content.text,
             },
         }
 

@@ -2,6 +2,7 @@
 //! per-session state they share (the detection cache, the runs of this session). It knows
 //! nothing of JSON-RPC or MCP; the `mcp` crate and the CLI both drive it.
 
+pub mod pipeline;
 mod runs;
 
 use std::collections::HashMap;
@@ -156,6 +157,11 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// This engine's session: the folder under `profile_output/` its runs go to.
+    pub fn session(&self) -> &str {
+        self.runs.session()
     }
 
     /// The directory a call's relative paths resolve in: `cwd` against the root, which must

@@ -6,7 +6,9 @@
 
 pub mod cx;
 pub mod listen;
+pub mod prompts;
 pub mod protocol;
+pub mod resources;
 pub mod router;
 pub mod stdio;
 pub mod tools;

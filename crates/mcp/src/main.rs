@@ -3,17 +3,21 @@
 //! the one place that prints (stdout is the protocol in `serve`, the result in `call`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod pipeline_cli;
+
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use system_profile_engine::pipeline::Instrumentation;
 use system_profile_engine::{Engine, EngineConfig, Progress};
 use system_profile_mcp::listen::{self, Exposure};
 use system_profile_mcp::router;
 use system_profile_mcp::stdio::{self, StdioConfig};
 use system_profile_mcp::tools::{self, ToolErrorKind};
+use system_profile_model::report::Lang;
 
 #[derive(Parser)]
 #[command(
@@ -67,6 +71,29 @@ enum Command {
         /// The tool's arguments as a JSON object.
         #[arg(default_value = "{}")]
         arguments: String,
+    },
+    /// Profile a target end to end: identify, detect, plan, run the plan (within --budget),
+    /// and write the report; prints where the report is.
+    Profile {
+        #[command(flatten)]
+        engine: EngineArgs,
+        /// Seconds the planned runs may take in all (runs that do not fit are skipped).
+        #[arg(long, value_name = "SECONDS")]
+        budget: Option<f64>,
+        /// Apply the plan's measurement code to the target's files first (decorators, in the
+        /// ledger), and revert it after the runs.
+        #[arg(long)]
+        instrument: bool,
+        /// With --instrument: keep the changes (undo later with revert_changes).
+        #[arg(long, requires = "instrument")]
+        keep_changes: bool,
+        /// The report's language: en or ja.
+        #[arg(long, default_value = "en", value_parser = ["en", "ja"])]
+        lang: String,
+        /// What to profile, as after /system-profile: a script and its arguments
+        /// (examples/cpu_hotspot.py 50), `pid 4121`, a service name, a focus word.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        target: Vec<String>,
     },
     /// Write every tool's input and output JSON Schema (2020-12) into a folder.
     Schemas {
@@ -301,6 +328,31 @@ fn main() -> ExitCode {
                 tool,
                 arguments,
             } => call(engine, &tool, &arguments).await,
+            Command::Profile {
+                engine: engine_args,
+                budget,
+                instrument,
+                keep_changes,
+                lang,
+                target,
+            } => {
+                let python = (engine_args.python != "python3").then(|| engine_args.python.clone());
+                let args = pipeline_cli::ProfileArgs {
+                    words: target,
+                    budget_s: budget,
+                    instrumentation: match (instrument, keep_changes) {
+                        (false, _) => Instrumentation::Off,
+                        (true, false) => Instrumentation::ApplyAndRevert,
+                        (true, true) => Instrumentation::ApplyAndKeep,
+                    },
+                    lang: if lang == "ja" { Lang::Ja } else { Lang::En },
+                    python,
+                };
+                match engine(&engine_args) {
+                    Ok(e) => pipeline_cli::run(e, args, shutdown_signal()).await,
+                    Err(e) => Err(e),
+                }
+            }
             Command::Schemas { out, check } => schemas(&out, check),
         }
     });

@@ -58,9 +58,14 @@ pub fn server_info() -> Value {
     json!({ "name": SERVER_NAME, "title": SERVER_TITLE, "version": SERVER_VERSION })
 }
 
-/// What we serve. Only tools today; prompts and resources come with their first content.
+/// What we serve: the tools, the `system-profile` prompt (the slash command) and the
+/// artifacts under `profile_output/` as resources.
 pub fn capabilities() -> Value {
-    json!({ "tools": { "listChanged": false } })
+    json!({
+        "tools": { "listChanged": false },
+        "prompts": { "listChanged": false },
+        "resources": { "listChanged": false, "subscribe": false },
+    })
 }
 
 /// A JSON-RPC error object.

@@ -1,5 +1,6 @@
 //! The method router: one jsonrpsee `RpcModule` holding the MCP methods (`initialize`, `ping`,
-//! `server/discover`, `tools/list`, `tools/call`) and every tool as a plain JSON-RPC method of
+//! `server/discover`, `tools/list`, `tools/call`, `prompts/list`, `prompts/get`,
+//! `resources/list`, `resources/read`) and every tool as a plain JSON-RPC method of
 //! its own name. Both transports (our stdio loop and jsonrpsee's WebSocket/HTTP server) serve
 //! this same module.
 
@@ -9,6 +10,7 @@ use crate::protocol::{
     supported_versions, CacheHint, Era, RequestMeta, INSTRUCTIONS,
 };
 use crate::tools::{self, json_type_name, ToolDef, ToolErrorKind};
+use crate::{prompts, resources};
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 use jsonrpsee::RpcModule;
 use serde_json::{json, Map, Value};
@@ -28,6 +30,13 @@ const LIST_CACHE: CacheHint = CacheHint {
 pub struct ServerState {
     pub engine: Arc<Engine>,
 }
+
+/// Artifacts are written while the session runs (a report is rewritten by each summarize): a
+/// 2026-07-28 client must ask again rather than cache.
+const ARTIFACT_CACHE: CacheHint = CacheHint {
+    ttl_ms: 0,
+    public: false,
+};
 
 type Answer = Result<Value, ErrorObjectOwned>;
 
@@ -134,10 +143,9 @@ async fn tools_call(params: Params<'static>, state: Arc<ServerState>) -> Answer 
     let mut body = Map::new();
     match tool.call(&state.engine, arguments, &progress).await {
         Ok(value) => {
-            body.insert(
-                "content".into(),
-                json!([{ "type": "text", "text": tool.text(&value) }]),
-            );
+            let mut content = vec![json!({ "type": "text", "text": tool.text(&value) })];
+            content.extend(resources::links(&state.engine.config().root, &value));
+            body.insert("content".into(), Value::Array(content));
             body.insert("structuredContent".into(), value);
             body.insert("isError".into(), json!(false));
         }
@@ -151,6 +159,90 @@ async fn tools_call(params: Params<'static>, state: Arc<ServerState>) -> Answer 
         }
     }
     Ok(finish_result(body, meta.era, None))
+}
+
+fn prompts_list(params: &Params<'_>) -> Answer {
+    let (p, meta) = read_request(params)?;
+    if let Some(cursor) = p.get("cursor").filter(|c| !c.is_null()) {
+        return Err(invalid_params(format!(
+            "unknown `cursor` {cursor}: prompts/list returns every prompt in one page"
+        )));
+    }
+    let mut body = Map::new();
+    body.insert("prompts".into(), json!([prompts::listed()]));
+    Ok(finish_result(body, meta.era, Some(LIST_CACHE)))
+}
+
+fn prompts_get(params: &Params<'_>) -> Answer {
+    let (p, meta) = read_request(params)?;
+    let name = string_field(&p, "name", "the prompt to get (prompts/list names it)")?;
+    if name != prompts::PROMPT_NAME {
+        return Err(invalid_params(format!(
+            "unknown prompt `{name}` in `name`: the one prompt is `{}`",
+            prompts::PROMPT_NAME
+        )));
+    }
+    let target = match p.get("arguments") {
+        None | Some(Value::Null) => "",
+        Some(Value::Object(a)) => match a.get(prompts::ARGUMENT) {
+            None | Some(Value::Null) => "",
+            Some(Value::String(t)) => t.as_str(),
+            Some(other) => {
+                return Err(invalid_params(format!(
+                    "`arguments.{}` must be a string, not {}",
+                    prompts::ARGUMENT,
+                    json_type_name(other)
+                )))
+            }
+        },
+        Some(other) => {
+            return Err(invalid_params(format!(
+                "`arguments` must be an object such as {{\"{}\": \"train.py\"}}, not {}",
+                prompts::ARGUMENT,
+                json_type_name(other)
+            )))
+        }
+    };
+    let Value::Object(body) = prompts::get(target) else {
+        unreachable!("prompts::get builds an object")
+    };
+    Ok(finish_result(body, meta.era, None))
+}
+
+async fn resources_list(params: Params<'static>, state: Arc<ServerState>) -> Answer {
+    let (p, meta) = read_request(&params)?;
+    let cursor = match p.get("cursor") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => Some(c.clone()),
+        Some(other) => {
+            return Err(invalid_params(format!(
+                "`cursor` must be a string, not {}",
+                json_type_name(other)
+            )))
+        }
+    };
+    let root = state.engine.config().root.clone();
+    let listed = tokio::task::spawn_blocking(move || resources::list(&root, cursor.as_deref()))
+        .await
+        .map_err(|e| error(protocol::INTERNAL_ERROR, e.to_string(), None))??;
+    let Value::Object(body) = listed else {
+        unreachable!("resources::list builds an object")
+    };
+    Ok(finish_result(body, meta.era, Some(ARTIFACT_CACHE)))
+}
+
+async fn resources_read(params: Params<'static>, state: Arc<ServerState>) -> Answer {
+    let (p, meta) = read_request(&params)?;
+    let uri =
+        string_field(&p, "uri", "the resource's URI, as resources/list gives it")?.to_string();
+    let root = state.engine.config().root.clone();
+    let read = tokio::task::spawn_blocking(move || resources::read(&root, &uri))
+        .await
+        .map_err(|e| error(protocol::INTERNAL_ERROR, e.to_string(), None))??;
+    let Value::Object(body) = read else {
+        unreachable!("resources::read builds an object")
+    };
+    Ok(finish_result(body, meta.era, Some(ARTIFACT_CACHE)))
 }
 
 /// A tool as a plain method: the structured result itself, or a JSON-RPC error.
@@ -178,11 +270,13 @@ async fn plain_call(
 pub fn build(engine: Arc<Engine>) -> RpcModule<ServerState> {
     let mut module = RpcModule::new(ServerState { engine });
     let once = "MCP method names are registered once";
-    let sync: [(&'static str, SyncHandler); 4] = [
+    let sync: [(&'static str, SyncHandler); 6] = [
         ("initialize", initialize),
         ("ping", ping),
         ("server/discover", discover),
         ("tools/list", tools_list),
+        ("prompts/list", prompts_list),
+        ("prompts/get", prompts_get),
     ];
     for (name, handler) in sync {
         module
@@ -191,6 +285,12 @@ pub fn build(engine: Arc<Engine>) -> RpcModule<ServerState> {
     }
     module
         .register_async_method("tools/call", |p, state, _| tools_call(p, state))
+        .expect(once);
+    module
+        .register_async_method("resources/list", |p, state, _| resources_list(p, state))
+        .expect(once);
+    module
+        .register_async_method("resources/read", |p, state, _| resources_read(p, state))
         .expect(once);
     for tool in tools::tools() {
         module

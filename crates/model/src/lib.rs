@@ -16,3 +16,12 @@ pub mod topology;
 pub mod trace;
 
 pub use diag::{Diag, Parsed};
+
+/// The name a unit enum variant has on the wire (`py_spy_record`, `timed_out`), for messages
+/// and tables that must say what the JSON says.
+pub fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}

@@ -189,7 +189,7 @@ pub struct ProfilerOptions {
     /// Include native (C/C++) frames (py_spy_record, memray).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<bool>,
-    /// Follow child processes (py_spy_record, strace_c, perf_record).
+    /// Follow child processes (py_spy_record, strace_c, perf_record); default: yes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subprocesses: Option<bool>,
     /// Only samples holding the GIL (py_spy_record).
@@ -503,10 +503,7 @@ impl Method {
 
     /// The id used on the wire (`py_spy_record`).
     pub fn id(self) -> String {
-        serde_json::to_value(self)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
+        crate::wire_name(&self)
     }
 }
 

@@ -68,6 +68,28 @@ pub fn parse_reader(reader: impl std::io::BufRead) -> Parsed<StackProfile> {
     parsed
 }
 
+/// A stack without py-spy's root frame under `--subprocesses`, `process 5775:"<cmdline>"`.
+/// The command line is quoted and may itself hold `;` (`python -c "a; b"`), so the marker
+/// ends at the closing `";`, not at the first `;`.
+fn without_process_marker(stack: &str) -> &str {
+    let Some((pid, rest)) = stack
+        .strip_prefix("process ")
+        .and_then(|r| r.split_once(':'))
+    else {
+        return stack;
+    };
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return stack;
+    }
+    match rest.strip_prefix('"') {
+        Some(quoted) => match quoted.find("\";") {
+            Some(end) => &quoted[end + 2..],
+            None => "",
+        },
+        None => rest.split_once(';').map_or("", |(_, frames)| frames),
+    }
+}
+
 fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackProfile> {
     let mut diagnostics = Vec::new();
     let mut functions: HashMap<(String, Option<String>), Acc> = HashMap::new();
@@ -93,7 +115,12 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
         };
         total += count;
         stacks += 1;
-        let frames: Vec<&str> = stack.split(';').filter(|f| !f.is_empty()).collect();
+        // `py-spy --subprocesses` roots each stack at its process; that is not a function.
+        // A stack of the marker alone still counts in the total (a sample with no Python).
+        let frames: Vec<&str> = without_process_marker(stack)
+            .split(';')
+            .filter(|f| !f.is_empty())
+            .collect();
         seen.clear();
         for (depth, frame) in frames.iter().enumerate() {
             let (name, file, line_no) = split_frame(frame);
@@ -187,6 +214,30 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn py_spy_process_roots_are_not_functions() {
+        let p = parse(
+            "process 5775:\"python3 app.py\";crunch (app.py:15) 96\nprocess 5775:\"python3 app.py\" 4\n",
+        )
+        .value;
+        assert_eq!(p.total_samples, 100);
+        assert_eq!(p.by_self.len(), 1);
+        assert_eq!(p.by_self[0].function, "crunch");
+        assert!((p.by_self[0].self_percent - 96.0).abs() < 1e-9);
+        let spawned =
+            "process 9:\"python -c \"from m import s; s(fd=4) --fork\";w (a.py:3);f (a.py:9)";
+        assert_eq!(without_process_marker(spawned), "w (a.py:3);f (a.py:9)");
+        assert_eq!(
+            without_process_marker("process 1:x;f (a.py:1)"),
+            "f (a.py:1)"
+        );
+        assert_eq!(
+            without_process_marker("process_item (a.py:3)"),
+            "process_item (a.py:3)"
+        );
+        assert_eq!(without_process_marker("process :x;f"), "process :x;f");
+    }
 
     #[test]
     fn frames_and_counts() {

@@ -1301,9 +1301,11 @@ async fn py_spy_record(input: &RunProfilerInput, place: &RunPlace) -> Result<Exe
         "--rate".into(),
         format!("{}", o.rate_hz.unwrap_or(100.0).round().max(1.0)),
     ];
+    // Children are followed unless asked not to (as strace_c does): a pool's workers are
+    // where a multi-process program spends its CPU, and a lone process loses nothing.
     for (flag, on) in [
         ("--native", o.native),
-        ("--subprocesses", o.subprocesses),
+        ("--subprocesses", Some(o.subprocesses != Some(false))),
         ("--gil", o.gil),
         ("--idle", o.idle),
     ] {

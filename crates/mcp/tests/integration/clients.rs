@@ -89,6 +89,37 @@ fn assert_detect_through_sdk(r: &Value) {
     assert!(text.contains("パート B: 計測コードの変更履歴"), "{text}");
     assert_eq!(s["cpu_rows"], 1, "{s}");
     assert!(s["markdown_path"].as_str().unwrap().ends_with("/report.md"));
+    // Step 4 and Part B: the decorator's change is in the report, then reverted exactly.
+    let i = &r["instrument"];
+    assert_eq!(i["is_error"], false, "{i}");
+    let ids = i["change_ids"].as_array().unwrap();
+    assert!(!ids.is_empty(), "{i}");
+    assert_eq!(i["listed"], ids.len(), "{i}");
+    assert!(
+        s["part_b_files"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("work.py")),
+        "{s}"
+    );
+    assert_eq!(i["revert_complete"], true, "{i}");
+    assert_eq!(i["source_restored"], true, "{i}");
+    // The report's files as resource links, report.md read back through the SDK.
+    let links = s["links"].as_array().unwrap();
+    assert!(
+        links
+            .iter()
+            .any(|l| l.as_str().unwrap().ends_with("/report.json")),
+        "{s}"
+    );
+    assert_eq!(s["read_markdown_equals"], true, "{s}");
+    assert!(r["resources_listed"].as_u64().unwrap() >= 4, "{r}");
+    // The slash command as the prompt.
+    assert_eq!(r["prompt"]["names"], serde_json::json!(["system-profile"]));
+    assert!(r["prompt"]["text"]
+        .as_str()
+        .unwrap()
+        .contains("**work.py memory**"));
     for run in p["run_profiler"].as_array().unwrap() {
         let command = run["target"]["command"].as_array().unwrap();
         assert!(command[1].as_str().unwrap().ends_with("/work.py"), "{run}");
@@ -215,8 +246,154 @@ fn mcp_inspector_cli_lists_tools_and_calls_detect_tools() {
         return;
     };
     assert_eq!(called["isError"], false, "{called}");
+    let Some(prompt) = inspector(&[
+        "--method",
+        "prompts/get",
+        "--prompt-name",
+        "system-profile",
+        "--prompt-args",
+        "target=train.py gpu",
+    ]) else {
+        return;
+    };
+    let text = prompt["messages"][0]["content"]["text"].as_str().unwrap();
+    assert!(text.contains("**train.py gpu**"), "{prompt}");
+    let Some(resources) = inspector(&["--method", "resources/list"]) else {
+        return;
+    };
+    assert!(resources["resources"].is_array(), "{resources}");
     let report = &called["structuredContent"];
     assert_eq!(report["cached"], false);
     assert!(report["hardware"]["cpu"]["logical_cpus"].as_u64().unwrap() >= 1);
     assert_eq!(report["hardware"]["gpu"]["gpus"], serde_json::json!([]));
+}
+
+/// One Inspector CLI call (a server of its own) on a root kept across calls: the session
+/// changes with each call, the ledger and the files stay.
+fn inspector_in(root: &std::path::Path, args: &[String]) -> Value {
+    let bin = workspace_root().join("tests/clients/node_modules/.bin/mcp-inspector");
+    let out = Command::new(bin)
+        .arg("--cli")
+        .arg(BIN)
+        .args(["serve", "--root"])
+        .arg(root)
+        .args(args)
+        .env("PATH", path_with_venv())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "inspector {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn tool_call(root: &std::path::Path, tool: &str, args: &[(&str, Value)]) -> Value {
+    let mut argv: Vec<String> = vec![
+        "--method".into(),
+        "tools/call".into(),
+        "--tool-name".into(),
+        tool.into(),
+    ];
+    for (k, v) in args {
+        let v = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        argv.extend(["--tool-arg".into(), format!("{k}={v}")]);
+    }
+    let r = inspector_in(root, &argv);
+    assert_eq!(r["isError"], false, "{tool}: {r}");
+    r
+}
+
+#[test]
+fn mcp_inspector_cli_drives_the_six_steps() {
+    if !require(
+        "the MCP Inspector CLI (npm ci in tests/clients)",
+        workspace_root()
+            .join("tests/clients/node_modules/.bin/mcp-inspector")
+            .exists(),
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let source = "def work(n):\n    return [i * i for i in range(n)]\n\n\nif __name__ == \"__main__\":\n    work(200000)\n";
+    std::fs::write(root.join("work.py"), source).unwrap();
+    let t = tool_call(
+        root,
+        "identify_target",
+        &[("arguments", "work.py memory".into())],
+    );
+    assert_eq!(t["structuredContent"]["kind"], "python_script");
+    let d = tool_call(root, "detect_tools", &[]);
+    assert!(d["structuredContent"]["tools"].is_array());
+    let p = tool_call(root, "plan_profile", &[("target", "work.py memory".into())]);
+    let steps = p["structuredContent"]["steps"].as_array().unwrap();
+    let measure = steps
+        .iter()
+        .find(|s| s["method"] == "measure")
+        .unwrap_or_else(|| panic!("{steps:#?}"));
+    let i = tool_call(
+        root,
+        "instrument_file",
+        &[
+            ("path", "work.py".into()),
+            ("measure", "timing".into()),
+            ("function", "work".into()),
+            ("strategy", "decorator".into()),
+        ],
+    );
+    assert!(!i["structuredContent"]["change_ids"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let run_args: Vec<(&str, Value)> = measure["run_profiler"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    let run = tool_call(root, "run_profiler", &run_args);
+    assert_eq!(run["structuredContent"]["status"], "completed", "{run}");
+    let session = run["structuredContent"]["session"].as_str().unwrap();
+    let report = tool_call(root, "summarize", &[("session", session.into())]);
+    let md = report["structuredContent"]["markdown"].as_str().unwrap();
+    assert!(md.contains("| `work.py` | modified |"), "{md}");
+    // The report read back as a resource, through its link.
+    let link = report["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["type"] == "resource_link" && c["uri"].as_str().unwrap().ends_with("/report.md")
+        })
+        .unwrap_or_else(|| panic!("{report}"));
+    let read = inspector_in(
+        root,
+        &[
+            "--method".into(),
+            "resources/read".into(),
+            "--uri".into(),
+            link["uri"].as_str().unwrap().into(),
+        ],
+    );
+    assert_eq!(read["contents"][0]["text"].as_str(), Some(md));
+    let changes = tool_call(root, "list_changes", &[]);
+    assert_eq!(
+        changes["structuredContent"]["changes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3,
+        "{changes}"
+    );
+    let reverted = tool_call(root, "revert_changes", &[("all", Value::Bool(true))]);
+    assert_eq!(reverted["structuredContent"]["complete"], true);
+    assert_eq!(
+        std::fs::read_to_string(root.join("work.py")).unwrap(),
+        source
+    );
 }

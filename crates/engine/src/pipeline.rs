@@ -1,0 +1,434 @@
+//! The six steps in one call, for a person without an agent (`system-profile profile`):
+//! identify → detect → plan → (instrument) → the planned runs within a budget → summarize →
+//! (revert). The same engine calls and artifacts as the MCP tools; each stage is reported to
+//! an observer so the CLI can draw progress.
+
+use crate::{Engine, EngineError, Progress};
+use std::time::Instant;
+use system_profile_model::detect::DetectToolsInput;
+use system_profile_model::instrument::{RevertChangesInput, Strategy};
+use system_profile_model::plan::{PlanProfileInput, PlanStep, TargetSpec};
+use system_profile_model::report::{Lang, ReportFormat, SummarizeInput};
+use system_profile_model::run::{GetRunInput, RunStatus};
+use system_profile_model::target::IdentifyTargetInput;
+use system_profile_model::wire_name;
+
+/// What to do with the plan's instrumentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Instrumentation {
+    /// Run the profilers only; the user's files are not touched.
+    #[default]
+    Off,
+    /// Apply the planned changes, run, report, then revert them.
+    ApplyAndRevert,
+    /// Apply the planned changes and leave them (the ledger keeps them for `revert_changes`).
+    ApplyAndKeep,
+}
+
+/// Options of [`Engine::profile`].
+#[derive(Debug, Clone, Default)]
+pub struct PipelineConfig {
+    /// What the user typed, as after `/system-profile`.
+    pub target: String,
+    /// Seconds the planned runs may take in all; a run is given what is left as its timeout,
+    /// and runs that no longer fit are skipped.
+    pub budget_s: Option<f64>,
+    pub instrumentation: Instrumentation,
+    pub lang: Lang,
+    /// The target's interpreter, when the words do not say it.
+    pub python: Option<String>,
+}
+
+/// One thing the pipeline did, as it happens.
+#[derive(Debug, Clone)]
+pub enum PipelineEvent {
+    /// A stage began: `identify`, `detect`, `plan`, `instrument`, `summarize`, `revert`.
+    Stage { name: &'static str, detail: String },
+    /// A planned run starts (`index` of `total`, from 1).
+    RunStarted {
+        index: usize,
+        total: usize,
+        step: String,
+        title: String,
+        method: String,
+        background: bool,
+    },
+    /// A run ended (or could not start).
+    RunFinished {
+        index: usize,
+        step: String,
+        run_id: Option<String>,
+        status: String,
+        wall_s: Option<f64>,
+        note: Option<String>,
+    },
+    /// A planned run not started, and why.
+    RunSkipped {
+        index: usize,
+        step: String,
+        reason: String,
+    },
+}
+
+/// One planned run, as it went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PipelineRun {
+    pub step: String,
+    pub method: String,
+    pub run_id: Option<String>,
+    /// `completed`, `failed`, `timed_out`, `cancelled`, `skipped`, `error`.
+    pub status: String,
+    pub wall_s: Option<f64>,
+    pub note: Option<String>,
+}
+
+/// What [`Engine::profile`] did.
+#[derive(Debug, Clone)]
+pub struct PipelineOutcome {
+    pub session: String,
+    pub target_summary: String,
+    pub runs: Vec<PipelineRun>,
+    /// Methods the plan could not use here, with the reason.
+    pub skipped_methods: Vec<String>,
+    /// Changes applied (ids) and whether they were reverted.
+    pub changes: Vec<String>,
+    pub reverted: bool,
+    pub report_markdown_path: String,
+    pub report_json_path: String,
+    /// The top recommendations' titles, in order.
+    pub recommendations: Vec<String>,
+    pub wall_s: f64,
+}
+
+/// Extra seconds a background run may take past its window before it is cancelled.
+const BACKGROUND_GRACE_S: f64 = 30.0;
+
+fn failed(stage: &str, e: EngineError) -> EngineError {
+    match e {
+        EngineError::Failed { message } => EngineError::Failed {
+            message: format!("{stage}: {message}"),
+        },
+        other => other,
+    }
+}
+
+impl Engine {
+    /// Identify, detect, plan, run the plan within the budget, summarize; with
+    /// instrumentation, apply it first and revert it (unless kept) before the report, so its
+    /// Part B lists what was done and undone.
+    pub async fn profile(
+        &self,
+        config: PipelineConfig,
+        observe: &(dyn Fn(PipelineEvent) + Send + Sync),
+    ) -> Result<PipelineOutcome, EngineError> {
+        let started = Instant::now();
+        if let Some(b) = config.budget_s {
+            if !(b.is_finite() && (1.0..=86400.0).contains(&b)) {
+                return Err(EngineError::InvalidInput {
+                    field: "budget",
+                    message: format!("{b} is out of range: give seconds between 1 and 86400"),
+                });
+            }
+        }
+        observe(PipelineEvent::Stage {
+            name: "identify",
+            detail: config.target.clone(),
+        });
+        let target = self
+            .identify_target(IdentifyTargetInput {
+                arguments: config.target.clone(),
+                cwd: None,
+                python: config.python.clone(),
+            })
+            .await?;
+        if target.needs_clarification {
+            return Err(EngineError::InvalidInput {
+                field: "target",
+                message: format!(
+                    "{:?} needs clarifying: {}",
+                    config.target,
+                    target.questions.join(" ")
+                ),
+            });
+        }
+        let python = target
+            .python
+            .as_ref()
+            .map(|p| p.executable.clone().unwrap_or_else(|| p.requested.clone()))
+            .or(config.python.clone());
+        observe(PipelineEvent::Stage {
+            name: "detect",
+            detail: target.summary.clone(),
+        });
+        let detected = self
+            .detect_tools(
+                DetectToolsInput {
+                    python: python.clone(),
+                    ..DetectToolsInput::default()
+                },
+                &Progress::none(),
+            )
+            .await
+            .map_err(|e| failed("detect_tools", e))?;
+        let usable = detected.tools.iter().filter(|t| t.usable).count();
+        observe(PipelineEvent::Stage {
+            name: "plan",
+            detail: format!(
+                "{usable} usable tools, {} GPU(s)",
+                detected.hardware.gpu.gpus.len()
+            ),
+        });
+        let plan = self
+            .plan_profile(
+                PlanProfileInput {
+                    target: TargetSpec::Identified(Box::new(target.clone())),
+                    focus: Vec::new(),
+                    time_budget_s: config.budget_s,
+                    cwd: None,
+                    python: python.clone(),
+                },
+                &Progress::none(),
+            )
+            .await
+            .map_err(|e| failed("plan_profile", e))?;
+        let skipped_methods: Vec<String> = plan
+            .skipped
+            .iter()
+            .map(|s| format!("{}: {}", s.method.id(), s.reason))
+            .collect();
+
+        let mut changes = Vec::new();
+        if config.instrumentation != Instrumentation::Off {
+            changes = self.apply_planned(&plan, observe).await?;
+        }
+
+        let runs = self
+            .run_steps(&plan.steps, config.budget_s, started, observe)
+            .await;
+
+        let mut reverted = false;
+        if config.instrumentation == Instrumentation::ApplyAndRevert && !changes.is_empty() {
+            observe(PipelineEvent::Stage {
+                name: "revert",
+                detail: format!("{} change(s)", changes.len()),
+            });
+            let result = self
+                .revert_changes(RevertChangesInput {
+                    all: false,
+                    ids: changes.clone(),
+                    force: false,
+                })
+                .await
+                .map_err(|e| failed("revert_changes", e))?;
+            reverted = result.complete;
+        }
+
+        observe(PipelineEvent::Stage {
+            name: "summarize",
+            detail: self.runs.session().to_string(),
+        });
+        let report = self
+            .summarize(SummarizeInput {
+                session: None,
+                runs: Vec::new(),
+                lang: config.lang,
+                format: ReportFormat::Markdown,
+            })
+            .await
+            .map_err(|e| failed("summarize", e))?;
+        Ok(PipelineOutcome {
+            session: self.runs.session().to_string(),
+            target_summary: target.summary,
+            runs,
+            skipped_methods,
+            changes,
+            reverted,
+            report_markdown_path: report.markdown_path,
+            report_json_path: report.json_path,
+            recommendations: report
+                .report
+                .recommendations
+                .iter()
+                .map(|r| r.title.clone())
+                .collect(),
+            wall_s: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// The plan's concrete instrumentation, applied. A runner wraps one measure per run, so
+    /// here functions are wrapped by decorators (they stack, and revert exactly); a change
+    /// the code refuses is reported and skipped, not fatal.
+    async fn apply_planned(
+        &self,
+        plan: &system_profile_model::plan::Plan,
+        observe: &(dyn Fn(PipelineEvent) + Send + Sync),
+    ) -> Result<Vec<String>, EngineError> {
+        let mut ids = Vec::new();
+        let concrete: Vec<_> = plan
+            .instrumentation
+            .iter()
+            .filter_map(|s| s.instrument_file.clone())
+            .collect();
+        observe(PipelineEvent::Stage {
+            name: "instrument",
+            detail: if concrete.is_empty() {
+                "the plan has no instrumentation for this target's code".into()
+            } else {
+                format!("{} change(s) planned", concrete.len())
+            },
+        });
+        for mut input in concrete {
+            if input.strategy == Strategy::Runner {
+                input.strategy = Strategy::Decorator;
+            }
+            let what = format!(
+                "{} {} in {}",
+                wire_name(&input.measure),
+                input.function.clone().unwrap_or_else(|| "the block".into()),
+                input.path
+            );
+            match self.instrument_file(input).await {
+                Ok(r) => {
+                    observe(PipelineEvent::Stage {
+                        name: "instrument",
+                        detail: format!("{what}: {}", r.change_ids.join(", ")),
+                    });
+                    ids.extend(r.change_ids);
+                }
+                Err(e) => observe(PipelineEvent::Stage {
+                    name: "instrument",
+                    detail: format!("{what}: not applied ({e})"),
+                }),
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Run the steps in order; a background step starts before the step it runs beside and
+    /// is waited for after it.
+    async fn run_steps(
+        &self,
+        steps: &[PlanStep],
+        budget_s: Option<f64>,
+        started: Instant,
+        observe: &(dyn Fn(PipelineEvent) + Send + Sync),
+    ) -> Vec<PipelineRun> {
+        let total = steps.len();
+        let index_of = |id: &str| steps.iter().position(|s| s.id == id).unwrap_or(0) + 1;
+        let mut out: Vec<PipelineRun> = Vec::new();
+        for step in steps.iter().filter(|s| !s.run_profiler.background) {
+            let beside: Vec<&PlanStep> = steps
+                .iter()
+                .filter(|s| s.run_profiler.background && s.alongside.as_deref() == Some(&step.id))
+                .collect();
+            let left_s = budget_s.map(|b| b - started.elapsed().as_secs_f64());
+            if let Some(left) = left_s.filter(|l| *l < 1.0) {
+                for s in std::iter::once(step).chain(beside.iter().copied()) {
+                    let reason = format!("the budget is spent ({left:.0} s left)");
+                    observe(PipelineEvent::RunSkipped {
+                        index: index_of(&s.id),
+                        step: s.id.clone(),
+                        reason: reason.clone(),
+                    });
+                    out.push(PipelineRun {
+                        step: s.id.clone(),
+                        method: s.method.id(),
+                        run_id: None,
+                        status: "skipped".into(),
+                        wall_s: None,
+                        note: Some(reason),
+                    });
+                }
+                continue;
+            }
+            let mut background = Vec::new();
+            for b in &beside {
+                observe(PipelineEvent::RunStarted {
+                    index: index_of(&b.id),
+                    total,
+                    step: b.id.clone(),
+                    title: b.title.clone(),
+                    method: b.method.id(),
+                    background: true,
+                });
+                let mut input = b.run_profiler.clone();
+                input.timeout_s = shorter(input.timeout_s, left_s);
+                match self.run_profiler(input, &Progress::none()).await {
+                    Ok(r) => background.push((b, r.run_id)),
+                    Err(e) => out.push(self.finished(observe, index_of(&b.id), b, Err(e))),
+                }
+            }
+            observe(PipelineEvent::RunStarted {
+                index: index_of(&step.id),
+                total,
+                step: step.id.clone(),
+                title: step.title.clone(),
+                method: step.method.id(),
+                background: false,
+            });
+            let mut input = step.run_profiler.clone();
+            input.timeout_s = shorter(input.timeout_s, left_s);
+            let result = self.run_profiler(input, &Progress::none()).await;
+            out.push(self.finished(observe, index_of(&step.id), step, result));
+            for (b, run_id) in background {
+                let wait_s = b.run_profiler.duration_s.unwrap_or(0.0) + BACKGROUND_GRACE_S;
+                let mut record = self
+                    .get_run(GetRunInput {
+                        run_id: run_id.clone(),
+                        wait_s: Some(wait_s),
+                    })
+                    .await;
+                if matches!(&record, Ok(r) if r.status == RunStatus::Running) {
+                    record = self.cancel_run(system_profile_model::run::CancelRunInput {
+                        run_id: run_id.clone(),
+                    });
+                }
+                out.push(self.finished(observe, index_of(&b.id), b, record));
+            }
+        }
+        out
+    }
+
+    fn finished(
+        &self,
+        observe: &(dyn Fn(PipelineEvent) + Send + Sync),
+        index: usize,
+        step: &PlanStep,
+        result: Result<system_profile_model::run::RunRecord, EngineError>,
+    ) -> PipelineRun {
+        let run = match result {
+            Ok(r) => PipelineRun {
+                step: step.id.clone(),
+                method: step.method.id(),
+                status: wire_name(&r.status),
+                wall_s: r.wall_s,
+                note: r.error.clone().or_else(|| r.warnings.first().cloned()),
+                run_id: Some(r.run_id),
+            },
+            Err(e) => PipelineRun {
+                step: step.id.clone(),
+                method: step.method.id(),
+                run_id: None,
+                status: "error".into(),
+                wall_s: None,
+                note: Some(e.to_string()),
+            },
+        };
+        observe(PipelineEvent::RunFinished {
+            index,
+            step: run.step.clone(),
+            run_id: run.run_id.clone(),
+            status: run.status.clone(),
+            wall_s: run.wall_s,
+            note: run.note.clone(),
+        });
+        run
+    }
+}
+
+fn shorter(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

@@ -1,0 +1,223 @@
+//! `system-profile profile <target>`: the engine's pipeline with a progress display on stderr
+//! (a spinner per run with its elapsed time on a terminal, one line per event otherwise) and
+//! the report's place on stdout.
+
+use anyhow::{bail, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use system_profile_engine::pipeline::{Instrumentation, PipelineConfig, PipelineEvent};
+use system_profile_engine::{Engine, EngineError};
+
+/// What the user typed after `profile`, joined back into one string as after the slash
+/// command; a word with spaces or quotes is quoted so it stays one word.
+pub fn join_words(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            if !w.is_empty() && !w.contains(|c: char| c.is_whitespace() || "'\"\\".contains(c)) {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Draws the events: a spinner for the run in progress, a line for everything else.
+struct Display {
+    bar: Mutex<Option<ProgressBar>>,
+    tty: bool,
+}
+
+impl Display {
+    fn new() -> Display {
+        Display {
+            bar: Mutex::new(None),
+            tty: !ProgressDrawTarget::stderr().is_hidden(),
+        }
+    }
+
+    fn line(&self, text: &str) {
+        let bar = self.bar.lock().unwrap_or_else(|p| p.into_inner());
+        match bar.as_ref() {
+            Some(b) => b.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn show(&self, event: PipelineEvent) {
+        match event {
+            PipelineEvent::Stage { name, detail } => self.line(&format!("{name:>10}  {detail}")),
+            PipelineEvent::RunStarted {
+                index,
+                total,
+                step,
+                title,
+                method,
+                background,
+            } => {
+                let what = format!(
+                    "[{index}/{total}] {step} {method}{}: {title}",
+                    if background { " (background)" } else { "" }
+                );
+                if self.tty && !background {
+                    let bar = ProgressBar::new_spinner();
+                    bar.set_style(
+                        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
+                    bar.set_message(what);
+                    bar.enable_steady_tick(Duration::from_millis(120));
+                    *self.bar.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar);
+                } else {
+                    self.line(&format!("{:>10}  {what}", "run"));
+                }
+            }
+            PipelineEvent::RunFinished {
+                index,
+                step,
+                run_id,
+                status,
+                wall_s,
+                note,
+            } => {
+                let wall = wall_s.map(|w| format!(" {w:.1} s")).unwrap_or_default();
+                let mut text = format!(
+                    "[{index}] {step} {} {status}{wall}",
+                    run_id.as_deref().unwrap_or("(not started)")
+                );
+                if status != "completed" {
+                    if let Some(n) = note {
+                        text.push_str(&format!(": {n}"));
+                    }
+                }
+                let bar = self.bar.lock().unwrap_or_else(|p| p.into_inner()).take();
+                match bar {
+                    Some(b) if !b.is_finished() => {
+                        b.finish_and_clear();
+                        eprintln!("{:>10}  {text}", "done");
+                    }
+                    _ => eprintln!("{:>10}  {text}", "done"),
+                }
+            }
+            PipelineEvent::RunSkipped {
+                index,
+                step,
+                reason,
+            } => self.line(&format!("{:>10}  [{index}] {step}: {reason}", "skipped")),
+        }
+    }
+}
+
+pub struct ProfileArgs {
+    pub words: Vec<String>,
+    pub budget_s: Option<f64>,
+    pub instrumentation: Instrumentation,
+    pub lang: system_profile_model::report::Lang,
+    pub python: Option<String>,
+}
+
+pub async fn run(
+    engine: Arc<Engine>,
+    args: ProfileArgs,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<ExitCode> {
+    let target = join_words(&args.words);
+    if target.trim().is_empty() {
+        bail!("name a target: a script (examples/cpu_hotspot.py), `pid 4121`, a service name, or a focus word");
+    }
+    let display = Display::new();
+    let config = PipelineConfig {
+        target,
+        budget_s: args.budget_s,
+        instrumentation: args.instrumentation,
+        lang: args.lang,
+        python: args.python,
+    };
+    let observe = move |e: PipelineEvent| display.show(e);
+    let outcome = tokio::select! {
+        o = engine.profile(config, &observe) => o,
+        () = shutdown => {
+            // Dropping the pipeline kills its runs' process groups.
+            eprintln!(
+                "system-profile: stopped; runs so far are in profile_output/{}/. Changes still \
+                 applied, if any: `system-profile call list_changes`; undo them with \
+                 `system-profile call revert_changes '{{\"all\": true}}'`",
+                engine.session()
+            );
+            return Ok(ExitCode::from(130));
+        }
+    };
+    match outcome {
+        Ok(o) => {
+            use std::io::Write as _;
+            let completed = o.runs.iter().filter(|r| r.status == "completed").count();
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "target: {}", o.target_summary);
+            let _ = writeln!(
+                out,
+                "runs: {completed} of {} completed in {:.1} s (session {})",
+                o.runs.len(),
+                o.wall_s,
+                o.session
+            );
+            for r in o.runs.iter().filter(|r| r.status != "completed") {
+                let _ = writeln!(
+                    out,
+                    "  {} {}: {}{}",
+                    r.step,
+                    r.method,
+                    r.status,
+                    r.note
+                        .as_deref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default()
+                );
+            }
+            if !o.changes.is_empty() {
+                let state = if o.reverted {
+                    "applied and reverted"
+                } else {
+                    "applied and kept: undo with `system-profile call revert_changes '{\"all\": true}'`"
+                };
+                let _ = writeln!(out, "instrumentation: {} ({state})", o.changes.join(", "));
+            }
+            for (i, r) in o.recommendations.iter().take(3).enumerate() {
+                let _ = writeln!(out, "{}. {r}", i + 1);
+            }
+            let _ = writeln!(out, "report: {}", o.report_markdown_path);
+            let _ = writeln!(out, "data: {}", o.report_json_path);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e @ EngineError::InvalidInput { .. }) => {
+            eprintln!("system-profile: {e}");
+            Ok(ExitCode::from(2))
+        }
+        Err(e) => {
+            eprintln!("system-profile: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::join_words;
+
+    #[test]
+    fn words_keep_their_boundaries() {
+        let w = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            join_words(&w(&["train.py", "--n", "3", "gpu"])),
+            "train.py --n 3 gpu"
+        );
+        assert_eq!(
+            join_words(&w(&["my file.py", "it's"])),
+            r"'my file.py' 'it'\''s'"
+        );
+        assert_eq!(join_words(&w(&["", "x"])), "'' x");
+    }
+}

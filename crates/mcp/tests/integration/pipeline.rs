@@ -1,0 +1,528 @@
+//! `system-profile profile <target>` on every example target: the real pipeline (identify,
+//! detect, plan, the planned runs, summarize; instrument and revert with --instrument) in a
+//! scratch copy of `examples/` under git, checked on what each example is known to hold.
+
+use crate::util::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// A scratch root holding a copy of `examples/`, committed to a fresh git repository so the
+/// tree's cleanliness after a revert can be checked with `git status`.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        let src = workspace_root().join("examples");
+        copy_tree(&src, &dir.path().join("examples"));
+        let s = Scratch { dir };
+        s.git(&["init", "-q"]);
+        s.git(&["add", "-A"]);
+        s.git(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "examples",
+        ]);
+        s
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(self.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `system-profile profile ARGS` run from the root; the report's JSON and the output.
+    fn profile(&self, args: &[&str]) -> (Value, Output) {
+        let out = Command::new(BIN)
+            .arg("profile")
+            .args(["--root", &self.path().to_string_lossy()])
+            .args(args)
+            .current_dir(self.path())
+            .env("PATH", path_with_venv())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "profile {args:?}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap_or_else(|| panic!("no `data:` line in {stdout}"));
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.path().join(json)).unwrap())
+                .unwrap();
+        (report, out)
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}
+
+fn profilers_here() -> bool {
+    require(
+        "py-spy (the venv)",
+        workspace_root().join(".venv/bin/py-spy").exists(),
+    )
+}
+
+fn torch_here() -> bool {
+    let py = workspace_root().join(".venv/bin/python");
+    require(
+        "torch in the venv",
+        Command::new(py)
+            .args(["-c", "import torch"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success()),
+    )
+}
+
+fn hotspot_functions(report: &Value) -> Vec<String> {
+    report["hotspots"]["rows"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|r| r["function"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn rules(report: &Value) -> Vec<(String, String)> {
+    report["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["rule"].as_str().unwrap().to_string(),
+                r["title"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn cpu_hotspot_ranks_its_known_hotspot_first() {
+    if !profilers_here() {
+        return;
+    }
+    let s = Scratch::new();
+    let (report, out) = s.profile(&["examples/cpu_hotspot.py", "40"]);
+    let hot = hotspot_functions(&report);
+    assert_eq!(hot.first().map(String::as_str), Some("busy"), "{hot:?}");
+    let rules = rules(&report);
+    assert_eq!(rules[0].0, "hot_python_function", "{rules:?}");
+    assert!(rules[0].1.contains("busy"), "{rules:?}");
+    // Every planned run completed; the report names them and the CPU table has real numbers.
+    assert!(report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["status"] == "completed"));
+    let wall = report["cpu"][0]["wall_s"].as_f64().unwrap();
+    assert!(wall > 0.05, "{wall}");
+    // The progress went to stderr, the summary to stdout.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("[1/") && stderr.contains("summarize"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("1. Speed up `busy`"), "{stdout}");
+    assert!(s.path().join(report_md(&stdout)).is_file());
+    // Nothing was instrumented: Part B is empty and the tree untouched.
+    assert!(report["changes"]["rows"].as_array().unwrap().is_empty());
+    assert_eq!(s.git(&["status", "--porcelain"]), "");
+    check_sample_report(&s, &s.path().join(report_md(&stdout)));
+}
+
+/// The report's shape: its headings (the session name cut), table headers and left-out
+/// lines. Numbers and rows vary run to run; this must not.
+fn structure(md: &str) -> Vec<String> {
+    let lines: Vec<&str> = md.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if l.starts_with('#') {
+            out.push(l.split(':').next().unwrap().to_string());
+        } else if lines.get(i + 1).is_some_and(|n| n.starts_with("|---"))
+            || l.starts_with("_Left out:")
+        {
+            out.push(l.to_string());
+        }
+    }
+    out
+}
+
+/// `examples/sample-report/` is this pipeline's report on cpu_hotspot.py; fail when the
+/// fresh report's structure drifts from it. `SP_UPDATE_SAMPLE=1` rewrites it from this run
+/// (the scratch root shown as `.`), with the charts and the flame graph it links.
+fn check_sample_report(s: &Scratch, fresh_md: &Path) {
+    let sample = workspace_root().join("examples/sample-report");
+    let session_dir = fresh_md.parent().unwrap();
+    let fresh = std::fs::read_to_string(fresh_md).unwrap();
+    if std::env::var_os("SP_UPDATE_SAMPLE").is_some() {
+        let root = s.path().canonicalize().unwrap();
+        let root = root.to_string_lossy();
+        let _ = std::fs::remove_dir_all(&sample);
+        std::fs::create_dir_all(&sample).unwrap();
+        for name in ["report.md", "report.json"] {
+            let text = std::fs::read_to_string(session_dir.join(name)).unwrap();
+            std::fs::write(
+                sample.join(name),
+                text.replace(&format!("{root}/"), "").replace(&*root, "."),
+            )
+            .unwrap();
+        }
+        for line in fresh.lines() {
+            for (_, rest) in line.match_indices("](").map(|(i, _)| ((), &line[i + 2..])) {
+                let link = rest.split(')').next().unwrap();
+                if link.ends_with(".svg") {
+                    let dst = sample.join(link);
+                    std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+                    std::fs::copy(session_dir.join(link), dst).unwrap();
+                }
+            }
+        }
+    }
+    let committed = std::fs::read_to_string(sample.join("report.md")).unwrap();
+    assert_eq!(
+        structure(&fresh),
+        structure(&committed),
+        "the report's structure drifted from examples/sample-report/report.md: review it, then \
+         SP_UPDATE_SAMPLE=1 cargo test -p system-profile-mcp --test integration cpu_hotspot"
+    );
+    for l in committed.lines().filter(|l| l.contains(".svg)")) {
+        let link = l.split("](").nth(1).unwrap().split(')').next().unwrap();
+        assert!(
+            sample.join(link).is_file(),
+            "the sample links {link}, not committed"
+        );
+    }
+}
+
+fn report_md(stdout: &str) -> PathBuf {
+    PathBuf::from(
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("report: "))
+            .unwrap(),
+    )
+}
+
+#[test]
+fn memory_hog_finds_its_allocation_site_and_redundant_copy_then_reverts() {
+    if !profilers_here() {
+        return;
+    }
+    let torch = torch_here();
+    let s = Scratch::new();
+    let before = std::fs::read(s.path().join("examples/memory_hog.py")).unwrap();
+    let (report, _) = s.profile(&["--instrument", "examples/memory_hog.py", "memory"]);
+    let rules = rules(&report);
+    // load_records() at line 18 holds most of the heap.
+    assert!(
+        rules
+            .iter()
+            .any(|(rule, title)| rule == "python_allocation_site"
+                && title.contains("memory_hog.py:18 ")),
+        "{rules:?}"
+    );
+    let changes = report["changes"]["rows"].as_array().unwrap();
+    if torch {
+        // prepare() keeps a clone of a 2048x4096 float32 tensor: 32 MiB held twice.
+        let dup: u64 = report["memory"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["duplicated_same_place_bytes"].as_u64())
+            .sum();
+        assert_eq!(dup, 32 << 20, "{:#}", report["memory"]);
+        assert!(
+            rules.iter().any(|(r, _)| r == "duplicated_tensors"),
+            "{rules:?}"
+        );
+        // Part B lists every change made (the helper, the import, the decorator), reverted.
+        assert_eq!(changes.len(), 3, "{changes:#?}");
+    }
+    assert!(
+        changes.iter().all(|c| c["state"] == "reverted"),
+        "{changes:#?}"
+    );
+    assert!(report["changes"]["offer"].is_string());
+    assert_eq!(
+        std::fs::read(s.path().join("examples/memory_hog.py")).unwrap(),
+        before
+    );
+    assert_eq!(s.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn multi_process_sees_the_workers() {
+    if !profilers_here() {
+        return;
+    }
+    let s = Scratch::new();
+    let (report, _) = s.profile(&["examples/multi_process.py", "8000000"]);
+    // The workers' crunch() is where the time goes; py-spy follows them.
+    let hot = hotspot_functions(&report);
+    assert_eq!(hot.first().map(String::as_str), Some("crunch"), "{hot:?}");
+    assert!(hot.iter().all(|f| !f.starts_with("process ")), "{hot:?}");
+    // Four workers on this machine's CPUs: more than one core busy over the run.
+    let cores = report["cpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["cpu_utilization_cores"].as_f64())
+        .fold(0.0, f64::max);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus > 1 {
+        assert!(cores > 1.2, "{cores}");
+    }
+}
+
+#[test]
+fn torch_copies_measures_its_collective_and_reverts() {
+    if !profilers_here() || !torch_here() {
+        return;
+    }
+    let s = Scratch::new();
+    let before = std::fs::read(s.path().join("examples/torch_copies.py")).unwrap();
+    let (report, _) = s.profile(&[
+        "--instrument",
+        "--budget",
+        "240",
+        "examples/torch_copies.py",
+        "3",
+        "interconnect",
+    ]);
+    // Without a GPU the collective runs over gloo between the two processes, and the nccl
+    // instrumentation measures it: 256x1024 float32, 1 MiB per all_reduce.
+    let rows = report["interconnect"]["rows"].as_array().unwrap();
+    let all_reduce = rows
+        .iter()
+        .find(|r| {
+            r["kind"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("all_reduce")
+        })
+        .unwrap_or_else(|| panic!("{rows:#?}"));
+    assert_eq!(all_reduce["bytes_p50"].as_u64(), Some(1 << 20));
+    assert!(all_reduce["count"].as_u64().unwrap() >= 6, "{all_reduce}");
+    let changes = report["changes"]["rows"].as_array().unwrap();
+    assert!(!changes.is_empty());
+    assert!(changes.iter().all(|c| c["state"] == "reverted"));
+    assert_eq!(
+        std::fs::read(s.path().join("examples/torch_copies.py")).unwrap(),
+        before
+    );
+    assert_eq!(s.git(&["status", "--porcelain"]), "");
+}
+
+/// The service started from the scratch root, with its PID, killed on drop.
+struct Service {
+    child: std::process::Child,
+    pid: u32,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_service(s: &Scratch, port: u16) -> Service {
+    let py = workspace_root().join(".venv/bin/python");
+    let pidfile = s.path().join("service.pid");
+    let child = Command::new(&py)
+        .args(["examples/http_service.py", "--port", &port.to_string()])
+        .args(["--pidfile", &pidfile.to_string_lossy()])
+        .current_dir(s.path())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(20), || pidfile.exists()
+        && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()));
+    let pid = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    Service { child, pid }
+}
+
+fn load(s: &Scratch, port: u16, seconds: u32) -> std::process::Child {
+    Command::new(workspace_root().join(".venv/bin/python"))
+        .args(["examples/load.py", "--port", &port.to_string()])
+        .args(["--seconds", &seconds.to_string()])
+        .current_dir(s.path())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn a_web_service_by_pid_and_by_name_finds_the_hot_handler() {
+    if !profilers_here() {
+        return;
+    }
+    let s = Scratch::new();
+    let port = free_port();
+    let service = start_service(&s, port);
+    let mut loader = load(&s, port, 60);
+    let (by_pid, _) = s.profile(&["--budget", "20", "pid", &service.pid.to_string()]);
+    let hot = hotspot_functions(&by_pid);
+    assert_eq!(
+        hot.first().map(String::as_str),
+        Some("render_page"),
+        "{hot:?}"
+    );
+    // By name: the one process whose command line names it (this test's own name must not,
+    // or the test process would match too).
+    let (by_name, out) = s.profile(&["--budget", "20", "http_service"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("`http_service`: {} (main)\n", service.pid)),
+        "{stdout}"
+    );
+    let hot = hotspot_functions(&by_name);
+    assert!(hot.iter().any(|f| f == "render_page"), "{hot:?}");
+    let _ = loader.kill();
+    let _ = loader.wait();
+}
+
+#[test]
+fn a_target_that_needs_clarifying_is_refused_with_the_questions() {
+    let s = Scratch::new();
+    let out = Command::new(BIN)
+        .args([
+            "profile",
+            "--root",
+            &s.path().to_string_lossy(),
+            "no_such_script.py",
+        ])
+        .current_dir(s.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no_such_script.py"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        !s.path().join("profile_output").exists() || {
+            // Nothing ran: no session folder holds a run.
+            std::fs::read_dir(s.path().join("profile_output"))
+                .unwrap()
+                .flatten()
+                .all(|e| !e.path().join("manifest.json").exists())
+        }
+    );
+}
+
+/// PATH with the venv and the binary under test first, as a user who installed both has it.
+fn path_with_binary() -> String {
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    format!("{}:{}", bin_dir.display(), path_with_venv())
+}
+
+fn run_client(s: &Scratch, argv: &[&str]) -> String {
+    let out = Command::new(argv[0])
+        .args(&argv[1..])
+        .current_dir(s.path())
+        .env("PATH", path_with_binary())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{argv:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_example_clients_drive_real_sessions() {
+    if !profilers_here() {
+        return;
+    }
+    let s = Scratch::new();
+    let py = workspace_root().join(".venv/bin/python");
+    let py = py.to_string_lossy();
+    // Plain JSON-RPC over stdio: the plan run step by step, the report's place printed.
+    let out = run_client(
+        &s,
+        &[
+            &py,
+            "examples/clients/jsonrpc_stdio.py",
+            "examples/cpu_hotspot.py",
+            "30",
+        ],
+    );
+    assert!(out.contains("1. Speed up `busy`"), "{out}");
+    let report = out
+        .lines()
+        .find_map(|l| l.strip_prefix("report: "))
+        .unwrap();
+    assert!(s.path().join(report).is_file());
+    // The shell one-liner with `system-profile call`.
+    let out = run_client(&s, &["bash", "examples/clients/call.sh"]);
+    assert!(s.path().join(out.trim()).is_file(), "{out}");
+    // The official SDK: six steps, instrumentation reverted, the tree clean.
+    let sdk = Command::new(&*py)
+        .args(["-c", "import mcp.client.client"])
+        .status()
+        .is_ok_and(|st| st.success());
+    if require("the MCP Python SDK", sdk) && torch_here() {
+        let out = run_client(
+            &s,
+            &[
+                &py,
+                "examples/clients/mcp_sdk.py",
+                "examples/memory_hog.py",
+                "memory",
+            ],
+        );
+        assert!(out.contains("## Part B"), "{out}");
+        assert!(out.contains("`examples/memory_hog.py` | modified"), "{out}");
+        assert_eq!(s.git(&["status", "--porcelain"]), "");
+    }
+}

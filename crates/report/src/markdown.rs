@@ -53,6 +53,12 @@ fn table_name(lang: Lang, table: &str) -> String {
     }
 }
 
+/// A table's heading; false when the table is left out (its one line written instead).
+fn open_section(md: &mut String, report: &Report, key: &str) -> bool {
+    md.push_str(&format!("### {}\n\n", table_name(report.lang, key)));
+    !omitted(md, report, key)
+}
+
 fn omitted(md: &mut String, report: &Report, table: &str) -> bool {
     if let Some(o) = report.omitted.iter().find(|o| o.table == table) {
         md.push_str(&format!("_{}_\n\n", o.reason));
@@ -134,8 +140,7 @@ pub fn render(report: &Report) -> String {
 
 fn cpu(md: &mut String, report: &Report) {
     let lang = report.lang;
-    md.push_str(&format!("### {}\n\n", table_name(lang, "cpu")));
-    if omitted(md, report, "cpu") {
+    if !open_section(md, report, "cpu") {
         return;
     }
     let rows: Vec<Vec<String>> = report
@@ -207,8 +212,7 @@ fn cpu(md: &mut String, report: &Report) {
 
 fn memory(md: &mut String, report: &Report) {
     let lang = report.lang;
-    md.push_str(&format!("### {}\n\n", table_name(lang, "memory")));
-    if omitted(md, report, "memory") {
+    if !open_section(md, report, "memory") {
         return;
     }
     let rows: Vec<Vec<String>> = report
@@ -274,8 +278,7 @@ fn memory(md: &mut String, report: &Report) {
 
 fn interconnect(md: &mut String, report: &Report) {
     let lang = report.lang;
-    md.push_str(&format!("### {}\n\n", table_name(lang, "interconnect")));
-    if omitted(md, report, "interconnect") {
+    if !open_section(md, report, "interconnect") {
         return;
     }
     let Some(t) = &report.interconnect else {
@@ -387,8 +390,7 @@ fn interconnect(md: &mut String, report: &Report) {
 
 fn gpu(md: &mut String, report: &Report) {
     let lang = report.lang;
-    md.push_str(&format!("### {}\n\n", table_name(lang, "gpu")));
-    if omitted(md, report, "gpu") {
+    if !open_section(md, report, "gpu") {
         return;
     }
     let rows: Vec<Vec<String>> = report
@@ -453,8 +455,7 @@ fn gpu(md: &mut String, report: &Report) {
 
 fn hotspots(md: &mut String, report: &Report) {
     let lang = report.lang;
-    md.push_str(&format!("### {}\n\n", table_name(lang, "hotspots")));
-    if omitted(md, report, "hotspots") {
+    if !open_section(md, report, "hotspots") {
         return;
     }
     let Some(t) = &report.hotspots else {

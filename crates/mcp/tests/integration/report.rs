@@ -41,6 +41,24 @@ fn start(s: &mut Server) {
     s.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
 }
 
+/// A started server on `root` that has run `measure` twice on `target` (ids 1 and 2): the
+/// repeats `compare` measures the noise with. Returns the server and its session.
+fn measured_twice(root: &Path, target: &Value) -> (Server, String) {
+    let mut s = server(root);
+    start(&mut s);
+    let mut session = String::new();
+    for id in 1..=2 {
+        let r = call(
+            &mut s,
+            id,
+            "run_profiler",
+            json!({"profiler": "measure", "target": target}),
+        );
+        session = ok(&r)["session"].as_str().unwrap().to_string();
+    }
+    (s, session)
+}
+
 #[test]
 fn summarize_and_compare_over_stdio_on_real_runs() {
     if !require(
@@ -61,18 +79,7 @@ fn summarize_and_compare_over_stdio_on_real_runs() {
     let cmd = |n: &str| json!({"command": [py, "work.py", n]});
 
     // Before: two repeats of measure, py-spy, cProfile, an instrumented function, a trace.
-    let mut s = server(root.path());
-    start(&mut s);
-    let mut session_before = String::new();
-    for id in 1..=2 {
-        let r = call(
-            &mut s,
-            id,
-            "run_profiler",
-            json!({"profiler": "measure", "target": cmd("8000000")}),
-        );
-        session_before = ok(&r)["session"].as_str().unwrap().to_string();
-    }
+    let (mut s, session_before) = measured_twice(root.path(), &cmd("8000000"));
     ok(&call(
         &mut s,
         3,
@@ -196,18 +203,7 @@ fn summarize_and_compare_over_stdio_on_real_runs() {
         WORK.replace("range(n)", "range(n // 10)"),
     )
     .unwrap();
-    let mut s = server(root.path());
-    start(&mut s);
-    let mut session_after = String::new();
-    for id in 1..=2 {
-        let r = call(
-            &mut s,
-            id,
-            "run_profiler",
-            json!({"profiler": "measure", "target": cmd("8000000")}),
-        );
-        session_after = ok(&r)["session"].as_str().unwrap().to_string();
-    }
+    let (mut s, session_after) = measured_twice(root.path(), &cmd("8000000"));
     assert_ne!(session_after, session_before);
     let r = call(
         &mut s,

@@ -127,7 +127,7 @@ fn every_rule_fires_where_it_must_and_not_where_it_must_not() {
     let site = fired(&s.memory, "python_allocation_site");
     assert_eq!(site.len(), 2, "{site:#?}");
     for (r, tool) in site.iter().zip(["r002-tracemalloc", "r003-memray"]) {
-        assert!(r.title.starts_with("memory_hog.py:14"), "{}", r.title);
+        assert!(r.title.starts_with("memory_hog.py:18"), "{}", r.title);
         assert_eq!(r.sources[0].run_id, tool);
     }
     assert!(s.io.memory.iter().any(|m| m.heap_peak_bytes.is_some()));

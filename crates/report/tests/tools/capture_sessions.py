@@ -1,7 +1,9 @@
 """Capture the real sessions under crates/report/tests/data/sessions/ by driving the real
 server over stdio (JSON-RPC lines) with real profilers on the programs beside them.
 
-    python3 crates/report/tests/tools/capture_sessions.py target/release/system-profile
+    python3 crates/report/tests/tools/capture_sessions.py target/release/system-profile [NAME...]
+
+With names (cpu, cpu-after, memory, io), only those scenarios are captured again.
 
 Each scenario runs in a fresh root with its own server (one server = one session). The
 session folder is copied with only what `summarize` reads (manifest.json, the samplers'
@@ -66,11 +68,12 @@ def keep(root, session, name):
         fh.write(session + "\n")
 
 
-def scenario(binary, name, program, runs, instrument=None, replace=None):
+def run_scenario(binary, name, program, runs, instrument=None, replace=None):
     root = tempfile.mkdtemp(prefix="sp-capture-")
     for f in os.listdir(PROGRAMS):
         shutil.copy(os.path.join(PROGRAMS, f), root)
-    shutil.copy(os.path.join(REPO, "examples", "cpu_hotspot.py"), root)
+    for f in ("cpu_hotspot.py", "memory_hog.py"):
+        shutil.copy(os.path.join(REPO, "examples", f), root)
     if replace:
         shutil.copy(os.path.join(PROGRAMS, replace[1]), os.path.join(root, replace[0]))
     env = dict(os.environ)
@@ -91,6 +94,11 @@ def scenario(binary, name, program, runs, instrument=None, replace=None):
 
 def main():
     binary = os.path.abspath(sys.argv[1])
+    wanted = set(sys.argv[2:])
+
+    def scenario(binary, name, *args, **kwargs):
+        if not wanted or name in wanted:
+            run_scenario(binary, name, *args, **kwargs)
 
     hot = [VENV_PY, "cpu_hotspot.py", "150"]
     cpu_runs = [{"profiler": "measure", "target": {"command": hot}, "label": "baseline"}

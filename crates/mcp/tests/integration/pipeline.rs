@@ -526,3 +526,39 @@ fn the_example_clients_drive_real_sessions() {
         assert_eq!(s.git(&["status", "--porcelain"]), "");
     }
 }
+
+#[test]
+fn keep_changes_leaves_the_instrumentation_for_revert_changes() {
+    if !profilers_here() || !torch_here() {
+        return;
+    }
+    let s = Scratch::new();
+    let file = s.path().join("examples/memory_hog.py");
+    let before = std::fs::read(&file).unwrap();
+    let (report, out) = s.profile(&[
+        "--instrument",
+        "--keep-changes",
+        "examples/memory_hog.py",
+        "memory",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("applied and kept"), "{stdout}");
+    let changes = report["changes"]["rows"].as_array().unwrap();
+    assert!(!changes.is_empty());
+    assert!(
+        changes.iter().all(|c| c["state"] != "reverted"),
+        "{changes:#?}"
+    );
+    let kept = std::fs::read_to_string(&file).unwrap();
+    assert!(kept.contains("# [PROFILE]"), "{kept}");
+    // The undo the summary points at.
+    let undo = Command::new(BIN)
+        .args(["call", "--root", &s.path().to_string_lossy()])
+        .args(["revert_changes", r#"{"all": true}"#])
+        .env("PATH", path_with_venv())
+        .output()
+        .unwrap();
+    assert!(undo.status.success(), "{undo:?}");
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+    assert_eq!(s.git(&["status", "--porcelain"]), "");
+}

@@ -12,7 +12,7 @@ import os
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def render_page(n=4000):
+def render_page(n=20000):
     digest = b""
     for i in range(n):
         digest = hashlib.sha256(digest + str(i).encode()).digest()

@@ -417,7 +417,7 @@ impl Engine {
             target: input.target.clone(),
             argv: Vec::new(),
             cwd: cwd.to_string_lossy().into_owned(),
-            env: input.env.clone(),
+            env: system_profile_model::run::masked_env(&input.env),
             started_at_unix_s: runs::now_unix_s(),
             ended_at_unix_s: None,
             wall_s: None,
@@ -448,7 +448,19 @@ impl Engine {
         let id = run_id.clone();
         let background = input.background;
         let task = tokio::spawn(async move {
-            let result = system_profile_runner::execute(&input, &place).await;
+            let mut result = system_profile_runner::execute(&input, &place).await;
+            // A child that prints its secrets (a startup banner echoing its token) must not
+            // put them in the manifest: the tails it keeps are scrubbed of the values we were
+            // given. The raw stdout.txt/stderr.txt stay as the child wrote them.
+            if let Ok(e) = &mut result {
+                for (k, v) in &input.env {
+                    if system_profile_model::run::is_secret_name(k) && v.len() >= 4 {
+                        let mask = system_profile_model::run::MASKED_VALUE;
+                        e.stdout_tail = e.stdout_tail.replace(v.as_str(), mask);
+                        e.stderr_tail = e.stderr_tail.replace(v.as_str(), mask);
+                    }
+                }
+            }
             book.finish(&id, result);
             book.unregister(&id);
             let _ = done_tx.send(true);

@@ -59,8 +59,15 @@ pub struct RunBook {
     session: String,
     records: Mutex<Vec<RunRecord>>,
     jobs: Mutex<HashMap<String, Job>>,
-    /// Serialises manifest writes (records are cloned under `records`, written outside it).
-    write_lock: Mutex<()>,
+    /// Serialises manifest writes (records are cloned under `records`, written outside it)
+    /// and holds the change number the file on disk reflects.
+    write_lock: Mutex<u64>,
+    /// Bumped by every change to `records`: a writer that finds the file already reflects
+    /// its change (another wrote a newer state meanwhile) skips its own write.
+    changes: std::sync::atomic::AtomicU64,
+    /// Run numbers handed out; concurrent calls each get their own, whatever the order in
+    /// which their records are inserted.
+    numbers: std::sync::atomic::AtomicUsize,
 }
 
 impl RunBook {
@@ -71,7 +78,9 @@ impl RunBook {
             session: format!("{}-{}", utc_stamp(started), std::process::id()),
             records: Mutex::new(Vec::new()),
             jobs: Mutex::new(HashMap::new()),
-            write_lock: Mutex::new(()),
+            write_lock: Mutex::new(0),
+            changes: std::sync::atomic::AtomicU64::new(0),
+            numbers: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -93,7 +102,10 @@ impl RunBook {
 
     /// A new run's id and absolute folder.
     pub fn allocate(&self, input: &RunProfilerInput) -> (String, PathBuf) {
-        let n = self.records.lock().map(|r| r.len()).unwrap_or(0) + 1;
+        let n = self
+            .numbers
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
         let id = format!("r{n:03}-{}", input.profiler.id().replace('_', "-"));
         let dir = self.root.join(self.session_dir()).join(&id);
         (id, dir)
@@ -119,16 +131,36 @@ impl RunBook {
             .cloned()
     }
 
-    /// Write manifest.json from the records as they are now.
+    /// Write manifest.json from the records as they are now; returns once the file holds
+    /// at least this call's state. It blocks (fsync): called from async code, it leaves its
+    /// worker thread to the runtime's other tasks meanwhile, so a burst of runs starting and
+    /// ending does not stall the transport (`ping` stays fast).
     pub fn save(&self) -> std::io::Result<()> {
-        let _one_writer = self.write_lock.lock();
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        let wanted = self.changes.load(std::sync::atomic::Ordering::SeqCst);
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| self.write_manifest(wanted))
+            }
+            _ => self.write_manifest(wanted),
+        }
+    }
+
+    fn write_manifest(&self, wanted: u64) -> std::io::Result<()> {
+        let mut on_disk = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if *on_disk >= wanted && wanted > 0 {
+            return Ok(());
+        }
+        let state = self.changes.load(std::sync::atomic::Ordering::SeqCst);
         let list = self.list();
         let dir = self.root.join(self.session_dir());
         // profile_output/ with its `*` .gitignore, so our files never show in git status.
         system_profile_instrument::output_dir(&self.root).map_err(std::io::Error::other)?;
         std::fs::create_dir_all(&dir)?;
         let text = serde_json::to_vec_pretty(&list).map_err(std::io::Error::other)?;
-        write_atomically(&dir.join("manifest.json"), &text)
+        write_atomically(&dir.join("manifest.json"), &text)?;
+        *on_disk = state;
+        Ok(())
     }
 
     /// Keep an `analyze_trace` result as `traces/tNNN.json` in the session folder; returns
@@ -159,6 +191,8 @@ impl RunBook {
     pub fn insert(&self, record: RunRecord) {
         if let Ok(mut r) = self.records.lock() {
             r.push(record);
+            self.changes
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         if let Err(e) = self.save() {
             tracing::warn!("manifest not written: {e}");
@@ -170,6 +204,8 @@ impl RunBook {
             if let Some(rec) = r.iter_mut().find(|r| r.run_id == run_id) {
                 f(rec);
             }
+            self.changes
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         if let Err(e) = self.save() {
             tracing::warn!("manifest not written: {e}");

@@ -334,6 +334,47 @@ pub struct MethodSpec {
     pub metrics: &'static [&'static str],
 }
 
+/// What a secret's value is recorded as.
+pub const MASKED_VALUE: &str = "***";
+
+/// Whether a variable's name says it holds a secret: one of its `_`-separated words (or its
+/// end) is a token, key, secret, password, credential or auth word (`HF_TOKEN`,
+/// `OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`, `PGPASSWORD`, `GITHUB_PAT`).
+pub fn is_secret_name(name: &str) -> bool {
+    const WORDS: [&str; 11] = [
+        "TOKEN",
+        "KEY",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "PASS",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+        "PAT",
+        "APIKEY",
+    ];
+    const ENDS: [&str; 5] = ["TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD"];
+    let upper = name.to_ascii_uppercase();
+    upper.split(['_', '-', '.']).any(|w| WORDS.contains(&w))
+        || ENDS.iter().any(|e| upper.ends_with(e))
+}
+
+/// The environment as it may be written down: secret-looking values masked. The child still
+/// gets the real values; only records (the manifest, reports) see this.
+pub fn masked_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    env.iter()
+        .map(|(k, v)| {
+            let v = if is_secret_name(k) {
+                MASKED_VALUE.to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
 use MetricFamily as F;
 use TargetMode::{Attach, Launch, Machine};
 
@@ -509,6 +550,34 @@ impl Method {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn secrets_are_told_by_their_names() {
+        use super::is_secret_name;
+        for secret in [
+            "HF_TOKEN",
+            "OPENAI_API_KEY",
+            "AWS_SECRET_ACCESS_KEY",
+            "PGPASSWORD",
+            "GITHUB_PAT",
+            "wandb_api_key",
+            "MY-AUTH",
+            "DB_PASS",
+            "SLACK_BOT_TOKEN",
+        ] {
+            assert!(is_secret_name(secret), "{secret}");
+        }
+        for plain in [
+            "CUDA_VISIBLE_DEVICES",
+            "PATH",
+            "KEYBOARD",
+            "PYTHONPATH",
+            "NCCL_DEBUG",
+            "MONKEY_MODE",
+        ] {
+            assert!(!is_secret_name(plain), "{plain}");
+        }
+    }
+
     use super::*;
 
     #[test]
@@ -636,7 +705,8 @@ pub struct RunRecord {
     pub argv: Vec<String>,
     /// Absolute working directory of the started command.
     pub cwd: String,
-    /// Environment added to the server's.
+    /// Environment added to the server's, with the values of secret-looking variables
+    /// (tokens, keys, passwords) replaced by `MASKED_VALUE` (see `masked_env`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     pub started_at_unix_s: f64,

@@ -6,6 +6,7 @@ mod clients;
 mod ledger;
 mod listen;
 mod pipeline;
+mod reliability;
 mod report;
 mod stdio;
 mod steps;

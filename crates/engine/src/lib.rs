@@ -159,6 +159,12 @@ impl Engine {
         &self.config
     }
 
+    /// Kill every process a run of this server started that is still alive, even one that
+    /// left its process group: for the server's way out. Returns how many there were.
+    pub fn kill_all_runs() -> usize {
+        system_profile_exec::kill_all_runs()
+    }
+
     /// This engine's session: the folder under `profile_output/` its runs go to.
     pub fn session(&self) -> &str {
         self.runs.session()

@@ -9,6 +9,8 @@ pub struct Tail {
     bytes: VecDeque<u8>,
     limit: usize,
     total_bytes: u64,
+    /// Bytes copied to the stream's file, when it has one (at most its cap).
+    file_bytes: u64,
 }
 
 impl Tail {
@@ -17,6 +19,7 @@ impl Tail {
             bytes: VecDeque::with_capacity(limit.min(64 * 1024)),
             limit,
             total_bytes: 0,
+            file_bytes: 0,
         }
     }
 
@@ -38,6 +41,15 @@ impl Tail {
     /// Bytes the stream produced in all.
     pub fn total_bytes(&self) -> u64 {
         self.total_bytes
+    }
+
+    /// Bytes the stream's file holds (the first ones, up to its cap).
+    pub fn file_bytes(&self) -> u64 {
+        self.file_bytes
+    }
+
+    pub(crate) fn wrote_to_file(&mut self, n: u64) {
+        self.file_bytes += n;
     }
 
     /// True when the start of the stream was dropped.

@@ -1,16 +1,89 @@
 //! Process-group signals. Every child is started as the leader of its own group, so one
 //! signal to `-pgid` reaches everything it forked, including children that ignore SIGTERM.
 
-/// Kills the whole group with SIGKILL when dropped while armed: a future that is aborted
-/// (cancelled tool call, dropped task) leaves no process behind.
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The variable every child is started with, `<server pid>-<run number>`: a process that
+/// leaves the group (`setsid`, a daemonising double fork) still carries it in its environment,
+/// so it can be found and killed with its run (unless it rewrote its environment).
+pub const RUN_MARK_VAR: &str = "SYSTEM_PROFILE_RUN";
+
+static NEXT_MARK: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh mark for one child.
+pub(crate) fn new_mark() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT_MARK.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// SIGKILL every process whose environment holds `RUN_MARK_VAR=<mark>` exactly, or, with a
+/// mark ending in `-`, any mark that starts so. Reads `/proc/<pid>/environ` (bytes,
+/// NUL-separated; only our own user's processes are readable). Returns how many were killed.
+pub(crate) fn kill_marked(mark: &str) -> usize {
+    let wanted = format!("{RUN_MARK_VAR}={mark}");
+    let prefix = mark.ends_with('-');
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut killed = 0;
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let hit = env.split(|b| *b == 0).any(|kv| {
+            if prefix {
+                kv.starts_with(wanted.as_bytes())
+            } else {
+                kv == wanted.as_bytes()
+            }
+        });
+        if hit {
+            // SAFETY: kill(2) on a pid read from /proc; no memory is touched.
+            if unsafe { libc::kill(pid as i32, libc::SIGKILL) } == 0 {
+                killed += 1;
+            }
+        }
+    }
+    killed
+}
+
+/// Kill every process any run of this server started that is still alive, in or out of its
+/// group: what the server does on its way out.
+pub fn kill_all_runs() -> usize {
+    kill_marked(&format!("{}-", std::process::id()))
+}
+
+/// Kills the whole group with SIGKILL when dropped while armed, and every process carrying the
+/// child's mark: a future that is aborted (cancelled tool call, dropped task) leaves no process
+/// behind.
 pub(crate) struct GroupGuard {
     pgid: i32,
+    mark: String,
     armed: bool,
 }
 
 impl GroupGuard {
-    pub(crate) fn new(pgid: i32) -> Self {
-        GroupGuard { pgid, armed: true }
+    pub(crate) fn new(pgid: i32, mark: String) -> Self {
+        GroupGuard {
+            pgid,
+            mark,
+            armed: true,
+        }
+    }
+
+    /// Kill what left the group but carries the mark; how many there were.
+    pub(crate) fn kill_escaped(&self) -> usize {
+        kill_marked(&self.mark)
     }
 
     pub(crate) fn signal(&self, sig: i32) {
@@ -27,6 +100,7 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
             signal_group(self.pgid, libc::SIGKILL);
+            kill_marked(&self.mark);
         }
     }
 }

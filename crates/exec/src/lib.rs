@@ -11,6 +11,8 @@ mod run;
 
 pub use capture::Tail;
 pub use error::{ExecError, ExecErrorKind};
+#[cfg(unix)]
+pub use group::{kill_all_runs, RUN_MARK_VAR};
 pub use run::{run, run_observed, CommandSpec, ExitKind, Outcome, RunOptions};
 
 /// Find `program` the way execvp would: a name with a slash is taken as a path, anything else is

@@ -64,6 +64,9 @@ pub struct RunOptions {
     pub stdout_path: Option<PathBuf>,
     /// Copy the whole stderr here as it arrives.
     pub stderr_path: Option<PathBuf>,
+    /// Most bytes each stream's file receives; the rest is counted (and its end kept in the
+    /// tail) but not written, so a program printing without end cannot fill the disk.
+    pub file_cap_bytes: u64,
 }
 
 impl Default for RunOptions {
@@ -74,6 +77,7 @@ impl Default for RunOptions {
             tail_bytes: 64 * 1024,
             stdout_path: None,
             stderr_path: None,
+            file_cap_bytes: u64::MAX,
         }
     }
 }
@@ -162,6 +166,8 @@ pub async fn run_observed(
         cmd.env_remove(key);
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    let mark = crate::group::new_mark();
+    cmd.env(crate::group::RUN_MARK_VAR, &mark);
     if let Some(dir) = &spec.cwd {
         cmd.current_dir(dir);
     }
@@ -182,18 +188,20 @@ pub async fn run_observed(
         })
     })?;
     let pid = child.id().unwrap_or(0);
-    let mut guard = GroupGuard::new(pid as i32);
+    let mut guard = GroupGuard::new(pid as i32, mark);
     on_spawn(pid);
 
     let out_reader = tokio::spawn(drain(
         child.stdout.take(),
         opts.tail_bytes,
         opts.stdout_path.clone(),
+        opts.file_cap_bytes,
     ));
     let err_reader = tokio::spawn(drain(
         child.stderr.take(),
         opts.tail_bytes,
         opts.stderr_path.clone(),
+        opts.file_cap_bytes,
     ));
 
     let io_err = |source| {
@@ -226,10 +234,12 @@ pub async fn run_observed(
     let wall = started.elapsed();
 
     // Whatever the leader left behind in its group goes too: a profile run leaves no orphans.
-    let killed_leftovers = group_alive(pid as i32);
+    let mut killed_leftovers = group_alive(pid as i32);
     if killed_leftovers {
         guard.signal(libc::SIGKILL);
     }
+    // And what left the group (setsid, a daemon's double fork) but still carries its mark.
+    killed_leftovers |= guard.kill_escaped() > 0;
     guard.disarm();
 
     // A process that escaped the group (setsid) may still hold the pipes: do not wait for ever.
@@ -271,6 +281,7 @@ async fn drain<R: AsyncRead + Unpin>(
     stream: Option<R>,
     limit: usize,
     copy_to: Option<PathBuf>,
+    file_cap: u64,
 ) -> Tail {
     let mut tail = Tail::new(limit);
     let Some(mut stream) = stream else {
@@ -287,8 +298,14 @@ async fn drain<R: AsyncRead + Unpin>(
             Ok(n) => {
                 tail.push(&buf[..n]);
                 if let Some(f) = file.as_mut() {
-                    if f.write_all(&buf[..n]).await.is_err() {
-                        file = None;
+                    let room = file_cap.saturating_sub(tail.file_bytes());
+                    let take = (n as u64).min(room) as usize;
+                    if take > 0 {
+                        if f.write_all(&buf[..take]).await.is_err() {
+                            file = None;
+                        } else {
+                            tail.wrote_to_file(take as u64);
+                        }
                     }
                 }
             }

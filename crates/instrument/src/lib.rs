@@ -141,6 +141,21 @@ pub fn resolve_source(root: &Path, path: &str) -> Result<(PathBuf, String), Inst
             format!("{} is not a regular file", at.display()),
         ));
     }
+    // Our writes replace the file (temp + rename): a hard link would be silently split from
+    // its other names, which may lie outside the root.
+    {
+        use std::os::unix::fs::MetadataExt;
+        if meta.nlink() > 1 {
+            return Err(refused(
+                "path",
+                format!(
+                    "{} has {} hard links: a change would split it from its other names (one may be outside the root); copy it to a file of its own first",
+                    at.display(),
+                    meta.nlink()
+                ),
+            ));
+        }
+    }
     if meta.len() > MAX_SOURCE_BYTES {
         return Err(refused(
             "path",

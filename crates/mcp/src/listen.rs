@@ -67,9 +67,20 @@ pub async fn resolve(addr: &str, exposure: Exposure) -> Result<SocketAddr, Liste
     Ok(first)
 }
 
+/// A request is a tool's arguments: 4 MiB is far more than any needs, and bounds what one
+/// client can make the server buffer.
+pub const MAX_REQUEST_BYTES: u32 = 4 << 20;
+/// A response can carry a whole report or trace analysis.
+pub const MAX_RESPONSE_BYTES: u32 = 64 << 20;
+
 /// Start serving `methods` on `addr` over HTTP and WebSocket.
 pub async fn start(methods: impl Into<Methods>, addr: SocketAddr) -> Result<Listener, ListenError> {
+    let config = jsonrpsee::server::ServerConfig::builder()
+        .max_request_body_size(MAX_REQUEST_BYTES)
+        .max_response_body_size(MAX_RESPONSE_BYTES)
+        .build();
     let server = Server::builder()
+        .set_config(config)
         .build(addr)
         .await
         .map_err(|source| ListenError::Bind { addr, source })?;

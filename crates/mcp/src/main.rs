@@ -179,6 +179,11 @@ async fn serve(
             )
             .await?;
             tracing::info!(?end, "stdio session over");
+            // The calls' own process groups are gone already; these are what escaped them.
+            let escaped = Engine::kill_all_runs();
+            if escaped > 0 {
+                tracing::info!(escaped, "killed processes that had left their runs' groups");
+            }
         }
         Some(addr) => {
             let exposure = if allow_remote {
@@ -196,6 +201,7 @@ async fn serve(
             shutdown_signal().await;
             let _ = listener.handle.stop();
             listener.handle.stopped().await;
+            Engine::kill_all_runs();
         }
     }
     Ok(())

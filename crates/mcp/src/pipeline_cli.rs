@@ -141,7 +141,8 @@ pub async fn run(
     let outcome = tokio::select! {
         o = engine.profile(config, &observe) => o,
         () = shutdown => {
-            // Dropping the pipeline kills its runs' process groups.
+            // Dropping the pipeline kills its runs' process groups; then what escaped them.
+            Engine::kill_all_runs();
             eprintln!(
                 "system-profile: stopped; runs so far are in profile_output/{}/. Changes still \
                  applied, if any: `system-profile call list_changes`; undo them with \

@@ -125,6 +125,10 @@ fn served_file(root: &Path, uri: &str) -> Result<PathBuf, ErrorObjectOwned> {
     if !real.is_file() {
         return Err(not_served("is not a regular file"));
     }
+    // A hard link can make any file the user can read look like an artifact.
+    if !single_link(&real) {
+        return Err(not_served("has other hard links"));
+    }
     Ok(real)
 }
 
@@ -162,6 +166,11 @@ pub fn read(root: &Path, uri: &str) -> Result<Value, ErrorObjectOwned> {
     Ok(json!({ "contents": [content] }))
 }
 
+fn single_link(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.nlink() == 1)
+}
+
 /// Every artifact file under the output folder, sorted, without the ledger's `.backup/` of
 /// the user's own sources.
 fn artifacts(root: &Path) -> Vec<PathBuf> {
@@ -179,7 +188,7 @@ fn artifacts(root: &Path) -> Vec<PathBuf> {
             // file_type does not follow symlinks: a link out of the folder is never listed.
             match e.file_type() {
                 Ok(t) if t.is_dir() => stack.push(e.path()),
-                Ok(t) if t.is_file() => out.push(e.path()),
+                Ok(t) if t.is_file() && single_link(&e.path()) => out.push(e.path()),
                 _ => {}
             }
         }

@@ -186,6 +186,11 @@ pub struct ProfilerOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.01, max = 3600.0))]
     pub interval_s: Option<f64>,
+    /// Most bytes of the target's stdout and of its stderr kept on disk (`stdout.txt`,
+    /// `stderr.txt`: the first bytes; the last 64 KiB are in the record's tails whatever the
+    /// size); default 1 GiB each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_cap_bytes: Option<u64>,
     /// Include native (C/C++) frames (py_spy_record, memray).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<bool>,

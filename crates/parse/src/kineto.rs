@@ -723,7 +723,9 @@ impl<R: Read> Scanner<R> {
                     }
                 } else if scalar {
                     if matches!(b, b',' | b']' | b'}') || b.is_ascii_whitespace() {
-                        return Ok(i);
+                        // A stray `}` where a value should be is a value of one byte: taking
+                        // none would leave the scanner where it was, forever.
+                        return Ok(i.max(start + 1));
                     }
                 } else {
                     match b {
@@ -916,5 +918,15 @@ mod tests {
             .any(|d| d.message.contains("stops being JSON")));
         assert_eq!(category("sm90_xmma_gemm_bf16"), "gemm");
         assert_eq!(category("flash_fwd_kernel"), "attention");
+    }
+
+    /// Found by the mutation test: a stray `}` among the events (a line of the trace lost)
+    /// made the scanner take an empty value and stay where it was, forever.
+    #[test]
+    fn a_stray_brace_among_the_events_is_skipped_not_looped_on() {
+        let k = r#"{"ph":"X","cat":"kernel","name":"k","ts":0,"dur":4,"args":{"device":1}}"#;
+        let p = analyze(&format!(r#"{{"traceEvents":[{k},}},{k}]}}"#));
+        assert_eq!(p.value.events, 3, "{:?}", p.diagnostics);
+        assert_eq!(p.value.kernels.iter().map(|k| k.count).sum::<u64>(), 2);
     }
 }

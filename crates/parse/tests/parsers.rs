@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use system_profile_model::topology::{LinkKind, TopoDeviceKind};
 use system_profile_parse::nvidia_smi_topo;
 
+#[path = "parsers/mutated.rs"]
+mod mutated;
+
 fn data_dir(format: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")

@@ -142,6 +142,9 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// What a target's stdout and stderr may each take on disk unless `output_cap_bytes` says.
+pub const DEFAULT_OUTPUT_CAP_BYTES: u64 = 1 << 30;
+
 /// Supervise `argv` with the run's streams, env, cwd and timeout.
 async fn launch(
     input: &RunProfilerInput,
@@ -155,6 +158,10 @@ async fn launch(
         timeout,
         stdout_path: Some(place.dir.join("stdout.txt")),
         stderr_path: Some(place.dir.join("stderr.txt")),
+        file_cap_bytes: input
+            .options
+            .output_cap_bytes
+            .unwrap_or(DEFAULT_OUTPUT_CAP_BYTES),
         ..Default::default()
     };
     Ok(run_observed(&spec, &opts, on_spawn).await?)
@@ -182,6 +189,16 @@ fn finish(outcome: &Outcome, argv: Vec<String>, place: &RunPlace) -> Execution {
     artifacts.extend(file_artifact(place.dir.join("stdout.txt"), "stdout"));
     artifacts.extend(file_artifact(place.dir.join("stderr.txt"), "stderr"));
     let mut warnings = Vec::new();
+    for (name, t) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
+        let kept_on_disk = place.dir.join(format!("{name}.txt")).exists();
+        if kept_on_disk && t.total_bytes() > t.file_bytes() {
+            warnings.push(format!(
+                "{name}.txt keeps the first {} of the {} bytes the target wrote (options.output_cap_bytes); the last ones are in {name}_tail",
+                t.file_bytes(),
+                t.total_bytes()
+            ));
+        }
+    }
     if outcome.killed_leftovers {
         warnings.push(
             "processes the target left running in its group were killed when it ended".into(),

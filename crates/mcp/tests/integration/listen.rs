@@ -189,3 +189,34 @@ fn a_non_loopback_address_is_refused_unless_allowed() {
         .unwrap();
     assert!(!out.status.success(), "--allow-remote needs --listen");
 }
+
+#[test]
+fn an_oversized_request_is_refused_and_the_listener_goes_on() {
+    let l = listen();
+    // 5 MiB of arguments: over the 4 MiB limit.
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"identify_target","params":{{"arguments":"{}"}}}}"#,
+        "x".repeat(5 << 20)
+    );
+    let mut stream = TcpStream::connect(l.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    // The server may answer and close before it has read everything: a failed write is fine.
+    let _ = write!(
+        stream,
+        "POST / HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{big}",
+        l.addr,
+        big.len()
+    );
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    assert!(
+        response.starts_with("HTTP/1.1 413"),
+        "{}",
+        &response[..response.len().min(200)]
+    );
+    let (status, r) = http_post(l.addr, r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
+    assert_eq!(status, 200);
+    assert_eq!(r["id"], 2);
+}

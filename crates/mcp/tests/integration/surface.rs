@@ -204,11 +204,13 @@ fn artifacts_are_resources_and_nothing_else_is() {
     let out = root.join("profile_output");
     std::os::unix::fs::symlink(root.join("secret.txt"), out.join("link.txt")).unwrap();
     std::os::unix::fs::symlink(&root, out.join("up")).unwrap();
+    std::fs::hard_link(root.join("secret.txt"), out.join("hard.txt")).unwrap();
     let tricks = [
         uri(&root.join("secret.txt")),
         format!("{}/../secret.txt", uri(&out)),
         uri(&out.join("link.txt")),
         uri(&out.join("up/secret.txt")),
+        uri(&out.join("hard.txt")),
         "file:///proc/self/environ".to_string(),
         "file:///dev/zero".to_string(),
         "file://secret.txt".to_string(),
@@ -234,4 +236,5 @@ fn artifacts_are_resources_and_nothing_else_is() {
     let list = ask(&mut s, 30, "resources/list", json!({}));
     assert!(!list.to_string().contains("link.txt"), "{list}");
     assert!(!list.to_string().contains("secret.txt"), "{list}");
+    assert!(!list.to_string().contains("hard.txt"), "{list}");
 }

@@ -399,6 +399,22 @@ fn every_path_trick_is_refused_with_the_fix() {
     for session in ["../x", "/tmp", "a/b", "..", ""] {
         call(&mut s, "summarize", json!({"session": session}), "session");
     }
+    for session in ["../x", "/tmp"] {
+        call(
+            &mut s,
+            "compare",
+            json!({"before": {"session": session}, "after": {"session": "x"}}),
+            "session",
+        );
+    }
+    for cwd in ["..", "/tmp", "linkdir"] {
+        call(
+            &mut s,
+            "identify_target",
+            json!({"arguments": "t.py", "cwd": cwd}),
+            "cwd",
+        );
+    }
     for cwd in ["..", "/tmp", "linkdir"] {
         call(
             &mut s,
@@ -419,7 +435,7 @@ fn every_path_trick_is_refused_with_the_fix() {
     {
         eprintln!("path tricks refused: {refused}");
     }
-    assert_eq!(refused, 22);
+    assert_eq!(refused, 27);
 }
 
 /// A target that leaves a TERM-ignoring child in its group and another that escaped it with
@@ -742,4 +758,40 @@ fn every_tool_failure_names_the_problem_and_the_fix() {
     }
     // Every tool has at least one failure checked.
     assert_eq!(tools.len(), TOOL_NAMES.len(), "{tools:?}");
+}
+
+#[test]
+fn arguments_are_never_a_shell_string_unless_asked() {
+    let mut s = Server::spawn(&[]);
+    s.ask(&initialize(1, "2025-11-25"));
+    let root = s.root.path().to_path_buf();
+    let hostile = "$(touch pwned-1); `touch pwned-2` | touch pwned-3 ; touch pwned-4";
+    let r = s.ask(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run_profiler",
+            "arguments": {"profiler": "custom", "target": {"command": ["echo", hostile]}}}})
+        .to_string(),
+    );
+    let rec = &r["result"]["structuredContent"];
+    assert_eq!(rec["status"], "completed", "{r}");
+    // echo got the text as one argument, and nothing of it ran.
+    assert_eq!(rec["stdout_tail"], format!("{hostile}\n"));
+    for i in 1..=4 {
+        assert!(!root.join(format!("pwned-{i}")).exists());
+    }
+    // The argv recorded is the one given, word for word.
+    assert_eq!(rec["target"]["command"], json!(["echo", hostile]));
+    // With `shell: true` the caller asked for a shell, and gets exactly `sh -c <string>`.
+    let r = s.ask(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "run_profiler",
+            "arguments": {"profiler": "custom",
+                          "target": {"command": ["touch asked-for && echo ok"], "shell": true}}}})
+        .to_string(),
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["stdout_tail"], "ok\n",
+        "{r}"
+    );
+    assert!(root.join("asked-for").exists());
 }

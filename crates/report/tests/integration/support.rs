@@ -76,8 +76,13 @@ impl Root {
                     .replace("@ROOT@", &root),
             )
             .unwrap();
-            // The files as the changes left them, byte for byte (Part B checks their hashes).
+            // The files as the changes left them, byte for byte (Part B checks their hashes);
+            // the helper the first change created is the instrument crate's own, written as it
+            // would write it (a helper changed since shows as "edited": recapture then).
             copy_raw(&src.join("files"), self.path());
+            let helper = out.join("instrument/_sp_profile.py");
+            std::fs::create_dir_all(helper.parent().unwrap()).unwrap();
+            std::fs::write(&helper, system_profile_instrument::HELPER_SOURCE).unwrap();
         }
         session
     }

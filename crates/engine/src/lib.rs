@@ -3,7 +3,9 @@
 //! nothing of JSON-RPC or MCP; the `mcp` crate and the CLI both drive it.
 
 pub mod pipeline;
+pub use system_profile_exec::{watchdog_main, Watchdog, WATCHDOG_ARG};
 mod runs;
+mod secrets;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -28,6 +30,9 @@ use system_profile_model::trace::{
 use system_profile_plan::identify::{identify, IdentifyOptions};
 use system_profile_plan::planner::{plan, PlanOptions};
 use system_profile_plan::Recipes;
+
+/// Where `serve --listen` keeps its bearer token (never served as a resource).
+pub const LISTEN_TOKEN_FILE: &str = "profile_output/.listen-token";
 
 /// What the engine is configured with.
 #[derive(Debug, Clone)]
@@ -163,6 +168,39 @@ impl Engine {
     /// left its process group: for the server's way out. Returns how many there were.
     pub fn kill_all_runs() -> usize {
         system_profile_exec::kill_all_runs()
+    }
+
+    /// Start the watchdog that ends this server's runs if it dies without cleaning up
+    /// (`exec::watchdog`); keep the value for the server's life. `program` is the server's
+    /// own binary.
+    pub fn start_watchdog(
+        program: &std::path::Path,
+    ) -> std::io::Result<system_profile_exec::Watchdog> {
+        system_profile_exec::spawn_watchdog(program)
+    }
+
+    /// End what servers that died without cleaning up left running (their marks name a pid
+    /// that is gone). Returns how many processes were killed.
+    pub fn end_orphans_of_dead_servers() -> usize {
+        system_profile_exec::kill_runs_of_dead_servers()
+    }
+
+    /// Keep the listener's bearer token in `profile_output/.listen-token`, readable by the
+    /// user only (written atomically, never through a symlink); returns its path.
+    pub fn write_listen_token(&self, token: &str) -> std::io::Result<PathBuf> {
+        let fs = self.runs.fs()?;
+        system_profile_instrument::output_dir(&fs).map_err(std::io::Error::other)?;
+        let rel = std::path::Path::new(LISTEN_TOKEN_FILE);
+        system_profile_instrument::ledger::write_atomic(
+            &fs,
+            rel,
+            &rel.with_extension("tmp"),
+            format!("{token}\n").as_bytes(),
+            0o600,
+            None,
+        )
+        .map_err(std::io::Error::other)?;
+        Ok(self.root.join(rel))
     }
 
     /// This engine's session: the folder under `profile_output/` its runs go to.
@@ -413,14 +451,31 @@ impl Engine {
             });
         }
         let cwd = self.resolve_cwd(input.cwd.as_deref())?;
-        let (run_id, dir) = self.runs.allocate(&input);
+        let (run_id, dir) = self
+            .runs
+            .allocate(&input)
+            .map_err(|e| EngineError::Failed {
+                message: format!("cannot make the run's folder: {e}"),
+            })?;
+        // The whole environment the child gets: the server's own (inherited: an agent's API
+        // keys) and the call's.
+        let mut scrubber = system_profile_model::secrets::Scrubber::from_env(
+            std::env::vars()
+                .collect::<Vec<_>>()
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .chain(input.env.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        );
+        if let RunTarget::Command { command, .. } = &input.target {
+            scrubber.learn_argv(command);
+        }
         let record = RunRecord {
             run_id: run_id.clone(),
             session: self.runs.session().to_string(),
             profiler: input.profiler,
             label: input.label.clone(),
             status: RunStatus::Running,
-            target: input.target.clone(),
+            target: secrets::scrub_target(&scrubber, &input.target),
             argv: Vec::new(),
             cwd: cwd.to_string_lossy().into_owned(),
             env: system_profile_model::run::masked_env(&input.env),
@@ -455,17 +510,12 @@ impl Engine {
         let background = input.background;
         let task = tokio::spawn(async move {
             let mut result = system_profile_runner::execute(&input, &place).await;
-            // A child that prints its secrets (a startup banner echoing its token) must not
-            // put them in the manifest: the tails it keeps are scrubbed of the values we were
-            // given. The raw stdout.txt/stderr.txt stay as the child wrote them.
+            // A child that prints its secrets (a startup banner echoing its token, or the
+            // server's own inherited API key) must not put them in anything we keep or
+            // return: the record's argv, tails, warnings and error, and the text files of the
+            // run folder, are scrubbed (`secrets`). The child got the real values.
             if let Ok(e) = &mut result {
-                for (k, v) in &input.env {
-                    if system_profile_model::run::is_secret_name(k) && v.len() >= 4 {
-                        let mask = system_profile_model::run::MASKED_VALUE;
-                        e.stdout_tail = e.stdout_tail.replace(v.as_str(), mask);
-                        e.stderr_tail = e.stderr_tail.replace(v.as_str(), mask);
-                    }
-                }
+                secrets::scrub_execution(&scrubber, e);
             }
             book.finish(&id, result);
             book.unregister(&id);

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
+use system_profile_confine::Confined;
 use system_profile_model::run::{RunList, RunProfilerInput, RunRecord, RunStatus};
 use system_profile_runner::{Execution, RunErrorKind};
 use tokio::sync::watch;
@@ -38,12 +39,18 @@ pub fn utc_stamp(unix_s: u64) -> String {
     )
 }
 
-/// Write `bytes` to `path` through a temporary file in the same folder and a rename, so a
-/// reader sees the old file or the new one, never half of one.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Write `bytes` to `path` (under `fs`'s root) through a temporary file in the same folder
+/// and a rename, so a reader sees the old file or the new one, never half of one; resolved
+/// beneath the root, so a symlink placed on the way leads nowhere.
+pub fn write_atomically(
+    fs: &Confined,
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+) -> std::io::Result<()> {
     // The one atomic write of the project (temp, fsync, rename, fsync of the folder).
     let temp = path.with_extension("json.tmp");
-    system_profile_instrument::ledger::write_atomic(path, &temp, bytes, 0o644, None)
+    system_profile_instrument::ledger::write_atomic(fs, path, &temp, bytes, mode, None)
         .map_err(std::io::Error::other)
 }
 
@@ -100,15 +107,25 @@ impl RunBook {
             .into_owned()
     }
 
-    /// A new run's id and absolute folder.
-    pub fn allocate(&self, input: &RunProfilerInput) -> (String, PathBuf) {
+    /// The root, opened for confined reads and writes.
+    pub fn fs(&self) -> std::io::Result<Confined> {
+        Ok(Confined::open(&self.root)?)
+    }
+
+    /// A new run's id and absolute folder, made here and new: a file, folder or symlink that
+    /// someone put at that name (a profiled program can) is refused, never written through.
+    pub fn allocate(&self, input: &RunProfilerInput) -> std::io::Result<(String, PathBuf)> {
         let n = self
             .numbers
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
             + 1;
         let id = format!("r{n:03}-{}", input.profiler.id().replace('_', "-"));
-        let dir = self.root.join(self.session_dir()).join(&id);
-        (id, dir)
+        let fs = self.fs()?;
+        system_profile_instrument::output_dir(&fs).map_err(std::io::Error::other)?;
+        let rel = self.session_dir().join(&id);
+        fs.create_dir_all(&self.session_dir())?;
+        fs.create_dir_new(&rel)?;
+        Ok((id, self.root.join(rel)))
     }
 
     pub fn list(&self) -> RunList {
@@ -153,12 +170,13 @@ impl RunBook {
         }
         let state = self.changes.load(std::sync::atomic::Ordering::SeqCst);
         let list = self.list();
-        let dir = self.root.join(self.session_dir());
+        let dir = self.session_dir();
+        let fs = self.fs()?;
         // profile_output/ with its `*` .gitignore, so our files never show in git status.
-        system_profile_instrument::output_dir(&self.root).map_err(std::io::Error::other)?;
-        std::fs::create_dir_all(&dir)?;
+        system_profile_instrument::output_dir(&fs).map_err(std::io::Error::other)?;
+        fs.create_dir_all(&dir)?;
         let text = serde_json::to_vec_pretty(&list).map_err(std::io::Error::other)?;
-        write_atomically(&dir.join("manifest.json"), &text)?;
+        write_atomically(&fs, &dir.join("manifest.json"), &text, 0o644)?;
         *on_disk = state;
         Ok(())
     }
@@ -170,18 +188,19 @@ impl RunBook {
         report: &system_profile_model::trace::TraceReport,
     ) -> std::io::Result<String> {
         let _one_writer = self.write_lock.lock();
-        system_profile_instrument::output_dir(&self.root).map_err(std::io::Error::other)?;
+        let fs = self.fs()?;
+        system_profile_instrument::output_dir(&fs).map_err(std::io::Error::other)?;
         let rel = self.session_dir().join(system_profile_report::TRACES_DIR);
-        let dir = self.root.join(&rel);
-        std::fs::create_dir_all(&dir)?;
-        let n = std::fs::read_dir(&dir)?
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        fs.create_dir_all(&rel)?;
+        let n = fs
+            .read_dir_names(&rel)?
+            .iter()
+            .filter(|name| name.ends_with(".json"))
             .count()
             + 1;
         let name = format!("t{n:03}.json");
         let text = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
-        write_atomically(&dir.join(&name), &text)?;
+        write_atomically(&fs, &rel.join(&name), &text, 0o644)?;
         // The manifest too, so the session is listed even when it has no run.
         drop(_one_writer);
         self.save()?;
@@ -335,9 +354,10 @@ mod tests {
     #[test]
     fn atomic_write_replaces_whole_files() {
         let dir = tempfile::tempdir().unwrap();
+        let fs = Confined::open(dir.path()).unwrap();
         let p = dir.path().join("manifest.json");
-        write_atomically(&p, b"{\"a\":1}").unwrap();
-        write_atomically(&p, b"{}").unwrap();
+        write_atomically(&fs, &p, b"{\"a\":1}", 0o644).unwrap();
+        write_atomically(&fs, &p, b"{}", 0o644).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "{}");
         assert!(!dir.path().join("manifest.json.tmp").exists());
     }

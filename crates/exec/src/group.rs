@@ -60,7 +60,66 @@ pub(crate) fn kill_marked(mark: &str) -> usize {
 /// Kill every process any run of this server started that is still alive, in or out of its
 /// group: what the server does on its way out.
 pub fn kill_all_runs() -> usize {
-    kill_marked(&format!("{}-", std::process::id()))
+    kill_runs_of(std::process::id())
+}
+
+/// Kill every process carrying a mark of server `server_pid`, pass after pass until a pass
+/// finds none (a process forking while a pass reads /proc is caught by the next), at most
+/// 100 passes. Returns how many were killed.
+pub fn kill_runs_of(server_pid: u32) -> usize {
+    let prefix = format!("{server_pid}-");
+    let mut killed = 0;
+    for _ in 0..100 {
+        let n = kill_marked(&prefix);
+        killed += n;
+        if n == 0 {
+            break;
+        }
+    }
+    killed
+}
+
+/// The servers whose marks live processes carry, with how many carry each.
+pub fn marked_servers() -> std::collections::BTreeMap<u32, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    let key = format!("{RUN_MARK_VAR}=");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let server = env
+            .split(|b| *b == 0)
+            .find_map(|kv| kv.strip_prefix(key.as_bytes()))
+            .and_then(|mark| std::str::from_utf8(mark).ok())
+            .and_then(|mark| mark.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(server) = server {
+            *out.entry(server).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// What a server that died without cleaning up (SIGKILL, OOM) left: processes carrying the
+/// mark of a server pid that no longer exists. A starting server ends them; the marks say
+/// they were ours, and a dead server can want none of them. Returns how many were killed.
+pub fn kill_runs_of_dead_servers() -> usize {
+    let mut killed = 0;
+    for server in marked_servers().into_keys() {
+        // SAFETY: signal 0 only checks for existence.
+        let gone = unsafe { libc::kill(server as i32, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            killed += kill_runs_of(server);
+        }
+    }
+    killed
 }
 
 /// Kills the whole group with SIGKILL when dropped while armed, and every process carrying the

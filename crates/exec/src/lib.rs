@@ -12,8 +12,12 @@ mod run;
 pub use capture::Tail;
 pub use error::{ExecError, ExecErrorKind};
 #[cfg(unix)]
-pub use group::{kill_all_runs, RUN_MARK_VAR};
+pub use group::{
+    kill_all_runs, kill_runs_of, kill_runs_of_dead_servers, marked_servers, RUN_MARK_VAR,
+};
+mod watchdog;
 pub use run::{run, run_observed, CommandSpec, ExitKind, Outcome, RunOptions};
+pub use watchdog::{spawn_watchdog, watchdog_main, Watchdog, WATCHDOG_ARG};
 
 /// Find `program` the way execvp would: a name with a slash is taken as a path, anything else is
 /// looked up in `PATH`. Returns the first executable regular file.

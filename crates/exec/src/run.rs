@@ -288,7 +288,16 @@ async fn drain<R: AsyncRead + Unpin>(
         return tail;
     };
     let mut file = match copy_to {
-        Some(path) => tokio::fs::File::create(&path).await.ok(),
+        // Never through a symlink someone placed at the name (O_NOFOLLOW): the run folder is
+        // new, but the profiled program can write into it.
+        Some(path) => tokio::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .await
+            .ok(),
         None => None,
     };
     let mut buf = vec![0u8; 32 * 1024];

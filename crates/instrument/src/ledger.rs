@@ -9,11 +9,11 @@
 //! on `profile_output/ledger.lock`).
 
 use sha2::{Digest, Sha256};
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::fs::File;
+use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use system_profile_confine::{ConfineError, ConfineErrorKind, Confined};
 use system_profile_model::instrument::{Change, ChangeState, Ledger};
 
 pub const OUTPUT_DIR: &str = "profile_output";
@@ -32,13 +32,8 @@ pub enum LedgerError {
     Unreadable { path: PathBuf, detail: String },
     #[error("{0}")]
     Damaged(String),
-}
-
-pub(crate) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> LedgerError + '_ {
-    move |source| LedgerError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    #[error(transparent)]
+    Confined(#[from] ConfineError),
 }
 
 /// SHA-256 of `bytes`, lowercase hex.
@@ -72,14 +67,6 @@ pub fn failpoint(name: &str) {
     }
 }
 
-fn fsync_dir(dir: &Path) -> Result<(), LedgerError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(dir))
-}
-
-/// The temp file an atomic write of `path` for change `id` goes through; settling a crashed
-/// change removes it.
 pub fn temp_path(path: &Path, id: &str) -> PathBuf {
     let name = path
         .file_name()
@@ -88,70 +75,52 @@ pub fn temp_path(path: &Path, id: &str) -> PathBuf {
     path.with_file_name(format!(".{name}.sp-{id}.tmp"))
 }
 
-/// Write `bytes` to `path` atomically with permission bits `mode`, through `temp`.
+/// Write `bytes` to `path` (under `fs`'s root) atomically with permission bits `mode`,
+/// through `temp` in the same folder, resolved beneath the root (`confine`).
 pub fn write_atomic(
+    fs: &Confined,
     path: &Path,
     temp: &Path,
     bytes: &[u8],
     mode: u32,
     failpoint_name: Option<&str>,
 ) -> Result<(), LedgerError> {
-    let _ = fs::remove_file(temp);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(temp)
-        .map_err(io_err(temp))?;
-    let result = (|| {
-        f.write_all(bytes)?;
-        // create_new's mode is filtered by the umask; the file keeps the bits it had.
-        f.set_permissions(fs::Permissions::from_mode(mode))?;
-        f.sync_all()
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(temp);
-        return Err(LedgerError::Io {
-            path: temp.to_path_buf(),
-            source: e,
-        });
-    }
-    drop(f);
-    if let Some(name) = failpoint_name {
-        failpoint(name);
-    }
-    fs::rename(temp, path).map_err(|e| {
-        let _ = fs::remove_file(temp);
-        LedgerError::Io {
-            path: path.to_path_buf(),
-            source: e,
+    let temp_name = temp
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| ".sp.tmp".into());
+    fs.write_atomic(path, &temp_name, bytes, mode, || {
+        if let Some(name) = failpoint_name {
+            failpoint(name);
         }
     })?;
-    fsync_dir(path.parent().unwrap_or(Path::new(".")))
+    Ok(())
 }
 
-/// `profile_output/` under `root`, made when missing, with a `.gitignore` of `*` so that
+/// `profile_output/` under the root, made when missing, with a `.gitignore` of `*` so that
 /// nothing we write there shows in the user's `git status`.
-pub fn output_dir(root: &Path) -> Result<PathBuf, LedgerError> {
-    let dir = root.join(OUTPUT_DIR);
-    fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+pub fn output_dir(fs: &Confined) -> Result<PathBuf, LedgerError> {
+    let dir = Path::new(OUTPUT_DIR);
+    fs.create_dir_all(dir)?;
     let ignore = dir.join(".gitignore");
-    if !ignore.exists() {
-        let temp = dir.join(".gitignore.tmp");
+    if !fs.exists(&ignore) {
         write_atomic(
+            fs,
             &ignore,
-            &temp,
+            &dir.join(".gitignore.tmp"),
             b"# written by system-profile: nothing here is source\n*\n",
             0o644,
             None,
         )?;
     }
-    Ok(dir)
+    Ok(fs.path().join(dir))
 }
 
 /// The ledger, locked for this process while the value lives.
 pub struct LedgerStore {
     root: PathBuf,
+    /// Every file the ledger reads or writes, resolved beneath the root.
+    pub fs: Confined,
     path: PathBuf,
     _lock: File,
     pub ledger: Ledger,
@@ -160,15 +129,15 @@ pub struct LedgerStore {
 impl LedgerStore {
     /// Lock, read (an absent ledger is an empty one), and settle what a crash left.
     pub fn open(root: &Path) -> Result<LedgerStore, LedgerError> {
-        let dir = output_dir(root)?;
-        fs::create_dir_all(root.join(BACKUP_DIR)).map_err(io_err(&root.join(BACKUP_DIR)))?;
-        let lock_path = dir.join("ledger.lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_err(&lock_path))?;
+        let fs = Confined::open(root)?;
+        output_dir(&fs)?;
+        fs.create_dir_all(Path::new(BACKUP_DIR))?;
+        let lock_path = root.join(OUTPUT_DIR).join("ledger.lock");
+        let lock = match fs.create_new(&lock_path, 0o600) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ConfineErrorKind::Exists => fs.open_read(&lock_path)?,
+            Err(e) => return Err(e.into()),
+        };
         // SAFETY: flock on a descriptor we own; blocks until another server lets go.
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
             return Err(LedgerError::Io {
@@ -177,19 +146,19 @@ impl LedgerStore {
             });
         }
         let path = root.join(LEDGER_FILE);
-        let ledger = match fs::read(&path) {
+        let ledger = match fs.read(&path) {
             Ok(bytes) => {
                 serde_json::from_slice::<Ledger>(&bytes).map_err(|e| LedgerError::Unreadable {
                     path: path.clone(),
                     detail: e.to_string(),
                 })?
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ledger {
+            Err(e) if e.kind() == ConfineErrorKind::NotFound => Ledger {
                 version: LEDGER_VERSION,
                 next_id: 1,
                 changes: Vec::new(),
             },
-            Err(e) => return Err(LedgerError::Io { path, source: e }),
+            Err(e) => return Err(e.into()),
         };
         if ledger.version > LEDGER_VERSION {
             return Err(LedgerError::Unreadable {
@@ -199,6 +168,7 @@ impl LedgerStore {
         }
         let mut store = LedgerStore {
             root: root.to_path_buf(),
+            fs,
             path,
             _lock: lock,
             ledger,
@@ -215,11 +185,10 @@ impl LedgerStore {
 
     /// The hash of a file now, `None` when it is absent.
     pub fn current_hash(&self, rel: &str) -> Result<Option<String>, LedgerError> {
-        let path = self.abs(rel);
-        match fs::read(&path) {
+        match self.fs.read(Path::new(rel)) {
             Ok(b) => Ok(Some(sha256_hex(&b))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(LedgerError::Io { path, source: e }),
+            Err(e) if e.kind() == ConfineErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -229,7 +198,7 @@ impl LedgerStore {
         let mut drop_ids = Vec::new();
         for i in 0..self.ledger.changes.len() {
             let c = &self.ledger.changes[i];
-            let _ = fs::remove_file(temp_path(&self.abs(&c.file), &c.id));
+            let _ = self.fs.remove_file(&temp_path(Path::new(&c.file), &c.id));
             if !matches!(c.state, ChangeState::Applying | ChangeState::Reverting) {
                 continue;
             }
@@ -250,7 +219,9 @@ impl LedgerStore {
         }
         for id in &drop_ids {
             for suffix in ["", ".after"] {
-                let _ = fs::remove_file(self.root.join(BACKUP_DIR).join(format!("{id}{suffix}")));
+                let _ = self
+                    .fs
+                    .remove_file(&Path::new(BACKUP_DIR).join(format!("{id}{suffix}")));
             }
         }
         self.ledger.changes.retain(|c| !drop_ids.contains(&c.id));
@@ -264,6 +235,7 @@ impl LedgerStore {
         })?;
         text.push(b'\n');
         write_atomic(
+            &self.fs,
             &self.path,
             &self.path.with_extension("json.tmp"),
             &text,
@@ -290,15 +262,21 @@ impl LedgerStore {
     /// Keep `bytes` as `profile_output/.backup/<name>`; returns the path relative to the root.
     pub fn write_backup(&self, name: &str, bytes: &[u8]) -> Result<String, LedgerError> {
         let rel = format!("{BACKUP_DIR}/{name}");
-        let path = self.abs(&rel);
-        write_atomic(&path, &path.with_extension("tmp"), bytes, 0o600, None)?;
+        let path = Path::new(&rel);
+        write_atomic(
+            &self.fs,
+            path,
+            &path.with_extension("tmp"),
+            bytes,
+            0o600,
+            None,
+        )?;
         Ok(rel)
     }
 
     /// Read a backup and check it is what the ledger says it is.
     pub fn read_backup(&self, rel: &str, sha256: &str) -> Result<Vec<u8>, LedgerError> {
-        let path = self.abs(rel);
-        let bytes = fs::read(&path).map_err(io_err(&path))?;
+        let bytes = self.fs.read(Path::new(rel))?;
         if sha256_hex(&bytes) != sha256 {
             return Err(LedgerError::Damaged(format!(
                 "{rel} does not hold the bytes the ledger recorded (sha256 differs): it was changed or damaged"
@@ -312,15 +290,16 @@ impl LedgerStore {
     pub fn apply(&mut self, mut change: Change, new: &[u8]) -> Result<Change, LedgerError> {
         change.state = ChangeState::Applying;
         let id = change.id.clone();
-        let path = self.abs(&change.file);
+        let path = PathBuf::from(&change.file);
         let mode = change.mode.unwrap_or(0o644);
         self.ledger.changes.push(change);
         self.save()?;
         failpoint("apply:after_ledger");
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io_err(parent))?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.fs.create_dir_all(parent)?;
         }
         let written = write_atomic(
+            &self.fs,
             &path,
             &temp_path(&path, &id),
             new,
@@ -347,7 +326,7 @@ impl LedgerStore {
     pub fn revert_with(
         &mut self,
         id: &str,
-        write: impl FnOnce(&Path) -> Result<(), LedgerError>,
+        write: impl FnOnce(&Confined, &Path) -> Result<(), LedgerError>,
     ) -> Result<(), LedgerError> {
         let file = {
             let c = self
@@ -358,8 +337,7 @@ impl LedgerStore {
         };
         self.save()?;
         failpoint("revert:after_ledger");
-        let path = self.abs(&file);
-        if let Err(e) = write(&path) {
+        if let Err(e) = write(&self.fs, Path::new(&file)) {
             if let Some(c) = self.find_mut(id) {
                 c.state = ChangeState::Active;
             }
@@ -382,11 +360,7 @@ pub fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
-/// The permission bits of `path`.
-pub fn mode_of(path: &Path) -> Result<u32, LedgerError> {
-    Ok(fs::metadata(path)
-        .map_err(io_err(path))?
-        .permissions()
-        .mode()
-        & 0o7777)
+/// The permission bits of `path` (under the root).
+pub fn mode_of(fs: &Confined, path: &Path) -> Result<u32, LedgerError> {
+    Ok(fs.mode_and_links(path)?.0)
 }

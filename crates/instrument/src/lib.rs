@@ -280,7 +280,7 @@ fn helper_in_place(store: &mut LedgerStore) -> Result<Option<String>, Instrument
                 store.save()?;
             }
         }
-    } else if store.abs(HELPER_FILE).exists() {
+    } else if store.fs.exists(Path::new(HELPER_FILE)) {
         return Err(refused(
             "path",
             format!("{HELPER_FILE} exists and no ledger entry made it: move it away first"),
@@ -394,8 +394,10 @@ pub fn instrument(
 ) -> Result<InstrumentResult, InstrumentError> {
     let sampling = check_input(input)?;
     let (abs, rel) = resolve_source(&config.root, &input.path)?;
-    let original =
-        fs::read(&abs).map_err(|e| refused("path", format!("{}: {e}", abs.display())))?;
+    // Read beneath the root: a folder swapped for a symlink since the check above is refused.
+    let original = system_profile_confine::Confined::open(&config.root)
+        .and_then(|fs| fs.read(Path::new(&rel)))
+        .map_err(|e| refused("path", e.to_string()))?;
     if original.contains(&0) {
         return Err(refused(
             "path",
@@ -427,7 +429,7 @@ pub fn instrument(
         .join(INSTRUMENT_DIR)
         .to_string_lossy()
         .into_owned();
-    let mode = mode_of(&abs)?;
+    let mode = mode_of(&store.fs, Path::new(&rel))?;
     // Ids are taken in memory and kept only when the ledger is saved with their change: a
     // refused or dry run consumes none.
     let helper_live = helper_in_place(&mut store)?;
@@ -567,7 +569,7 @@ pub fn instrument(
             edit::measure_name(input.measure),
             sampling.phrase()
         );
-        if store.abs(&runner_rel).exists() {
+        if store.fs.exists(Path::new(&runner_rel)) {
             return Err(refused(
                 "path",
                 format!("{runner_rel} exists already; nothing was changed"),

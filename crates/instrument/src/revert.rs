@@ -5,12 +5,12 @@
 //! foreign diff, unless `force`, which restores the original and keeps the edited bytes.
 
 use crate::ledger::{
-    failpoint, io_err, sha256_hex, temp_path, write_atomic, LedgerError, LedgerStore, BACKUP_DIR,
+    failpoint, sha256_hex, temp_path, write_atomic, LedgerError, LedgerStore, BACKUP_DIR,
 };
 use crate::python::Python;
 use crate::{refused, unified_diff, InstrumentConfig, InstrumentError};
-use std::fs;
-use std::io;
+use std::path::Path;
+use system_profile_confine::{ConfineErrorKind, Confined};
 use system_profile_model::instrument::{
     Change, ChangeRole, ChangeState, ChangeType, RevertChangesInput, RevertOutcome, RevertResult,
     RevertedChange,
@@ -162,8 +162,8 @@ fn outcome(c: &Change, outcome: RevertOutcome, message: impl Into<String>) -> Re
 fn keep_foreign(store: &LedgerStore, c: &Change, bytes: &[u8]) -> Result<String, LedgerError> {
     let mut n = 1;
     while store
-        .abs(&format!("{BACKUP_DIR}/{}.kept{n}", c.id))
-        .exists()
+        .fs
+        .exists(Path::new(&format!("{BACKUP_DIR}/{}.kept{n}", c.id)))
     {
         n += 1;
     }
@@ -171,11 +171,10 @@ fn keep_foreign(store: &LedgerStore, c: &Change, bytes: &[u8]) -> Result<String,
 }
 
 fn read_current(store: &LedgerStore, c: &Change) -> Result<Option<Vec<u8>>, LedgerError> {
-    let path = store.abs(&c.file);
-    match fs::read(&path) {
+    match store.fs.read(Path::new(&c.file)) {
         Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(LedgerError::Io { path, source: e }),
+        Err(e) if e.kind() == ConfineErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -214,25 +213,23 @@ fn revert_created(
     force: bool,
 ) -> Result<RevertedChange, InstrumentError> {
     let Some(bytes) = current else {
-        store.revert_with(&c.id, |_| Ok(()))?;
+        store.revert_with(&c.id, |_, _| Ok(()))?;
         return Ok(outcome(c, RevertOutcome::Deleted, "already gone"));
     };
-    let remove = |p: &std::path::Path| -> Result<(), LedgerError> {
-        match fs::remove_file(p) {
+    let remove = |fs: &Confined, p: &Path| -> Result<(), LedgerError> {
+        match fs.remove_file(p) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(p)(e)),
+            Err(e) if e.kind() == ConfineErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
         }
         if let Some(dir) = p.parent() {
-            fs::File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(io_err(dir))?;
+            fs.sync_dir(dir)?;
         }
         Ok(())
     };
     if current_hash.as_deref() == Some(c.sha256_after.as_str()) {
         store.revert_with(&c.id, remove)?;
-        let _ = fs::remove_file(store.abs(&after_backup(c)));
+        let _ = store.fs.remove_file(Path::new(&after_backup(c)));
         return Ok(outcome(
             c,
             RevertOutcome::Deleted,
@@ -250,7 +247,10 @@ fn revert_created(
         r.kept = Some(kept);
         return Ok(r);
     }
-    let ours = fs::read(store.abs(&after_backup(c))).unwrap_or_default();
+    let ours = store
+        .fs
+        .read(Path::new(&after_backup(c)))
+        .unwrap_or_default();
     let mut r = outcome(
         c,
         RevertOutcome::Conflict,
@@ -289,15 +289,16 @@ fn revert_modified(
     let mode = c.mode.unwrap_or(0o644);
     let restore = |bytes: Vec<u8>, want: Option<String>| {
         let id = c.id.clone();
-        move |p: &std::path::Path| -> Result<(), LedgerError> {
+        move |fs: &Confined, p: &Path| -> Result<(), LedgerError> {
             write_atomic(
+                fs,
                 p,
                 &temp_path(p, &id),
                 &bytes,
                 mode,
                 Some("revert:before_rename"),
             )?;
-            let back = fs::read(p).map_err(io_err(p))?;
+            let back = fs.read(p)?;
             if let Some(want) = want {
                 if sha256_hex(&back) != want {
                     return Err(LedgerError::Damaged(format!(

@@ -1,10 +1,12 @@
 //! `serve --listen`: the same `RpcModule` over WebSocket and HTTP through jsonrpsee's server,
-//! for scripted clients. Loopback only unless the caller opts in: the server runs profilers
-//! as the user who started it and has no authentication.
+//! for scripted clients. Loopback only unless the caller opts in; every request passes
+//! `guard` first (Host, Origin, bearer token), since the server runs profilers as the user
+//! who started it and a browser can reach loopback.
 //!
 //! Calls over this listener get no `notifications/progress` (HTTP has no channel for them)
 //! and jsonrpsee's own envelope rules (ids that are strings or non-negative integers).
 
+use crate::guard::{GuardLayer, Policy};
 use jsonrpsee::server::{Server, ServerHandle};
 use jsonrpsee::Methods;
 use std::net::SocketAddr;
@@ -21,8 +23,7 @@ pub enum ListenError {
     NoAddress { addr: String },
     #[error(
         "refusing to listen on {addr}: not a loopback address, and this server runs profilers \
-         with your rights and has no authentication; use 127.0.0.1:PORT, or pass --allow-remote \
-         if the network is yours"
+         with your rights; use 127.0.0.1:PORT, or pass --allow-remote if the network is yours"
     )]
     NotLoopback { addr: SocketAddr },
     #[error("cannot listen on {addr}: {source}")]
@@ -73,19 +74,31 @@ pub const MAX_REQUEST_BYTES: u32 = 4 << 20;
 /// A response can carry a whole report or trace analysis.
 pub const MAX_RESPONSE_BYTES: u32 = 64 << 20;
 
-/// Start serving `methods` on `addr` over HTTP and WebSocket.
-pub async fn start(methods: impl Into<Methods>, addr: SocketAddr) -> Result<Listener, ListenError> {
+/// Start serving `methods` on `addr` over HTTP and WebSocket, every request through the
+/// guard that `policy` makes once the port is known.
+pub async fn start(
+    methods: impl Into<Methods>,
+    addr: SocketAddr,
+    policy: impl FnOnce(SocketAddr) -> Policy,
+) -> Result<Listener, ListenError> {
     let config = jsonrpsee::server::ServerConfig::builder()
         .max_request_body_size(MAX_REQUEST_BYTES)
         .max_response_body_size(MAX_RESPONSE_BYTES)
         .build();
+    // Bind first: the guard needs the real port when 0 was asked for.
+    let socket =
+        std::net::TcpListener::bind(addr).map_err(|source| ListenError::Bind { addr, source })?;
+    socket
+        .set_nonblocking(true)
+        .map_err(|source| ListenError::Bind { addr, source })?;
+    let local_addr = socket
+        .local_addr()
+        .map_err(|source| ListenError::Bind { addr, source })?;
+    let guard = GuardLayer::new(policy(local_addr));
     let server = Server::builder()
         .set_config(config)
-        .build(addr)
-        .await
-        .map_err(|source| ListenError::Bind { addr, source })?;
-    let local_addr = server
-        .local_addr()
+        .set_http_middleware(tower::ServiceBuilder::new().layer(guard))
+        .build_from_tcp(socket)
         .map_err(|source| ListenError::Bind { addr, source })?;
     let handle = server.start(methods);
     Ok(Listener { local_addr, handle })

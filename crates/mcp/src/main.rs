@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use system_profile_engine::pipeline::Instrumentation;
 use system_profile_engine::{Engine, EngineConfig, Progress};
+use system_profile_mcp::guard;
 use system_profile_mcp::listen::{self, Exposure};
 use system_profile_mcp::router;
 use system_profile_mcp::stdio::{self, StdioConfig};
@@ -44,6 +45,30 @@ struct EngineArgs {
     python: String,
 }
 
+/// Who may use `serve --listen` (see `guard`).
+#[derive(clap::Args, Clone)]
+struct ListenAccess {
+    /// Allow --listen on an address other than loopback (the bearer token still applies).
+    #[arg(long, requires = "listen")]
+    allow_remote: bool,
+    /// Accept requests whose Origin header is exactly this (e.g. http://localhost:3000);
+    /// repeatable. None by default: a request from a web page is refused.
+    #[arg(long, value_name = "ORIGIN", requires = "listen")]
+    allow_origin: Vec<String>,
+    /// Accept this Host header besides the listening address and localhost (NAME:PORT);
+    /// repeatable.
+    #[arg(long, value_name = "HOST", requires = "listen")]
+    allow_host: Vec<String>,
+    /// Serve --listen without the bearer token. Any local program could then run commands
+    /// as you, so it needs --no-auth-reason.
+    #[arg(long, requires = "no_auth_reason")]
+    no_auth: bool,
+    /// Why the listener may go without its token (logged at start), e.g. "a network namespace
+    /// of its own".
+    #[arg(long, value_name = "WHY", requires = "no_auth")]
+    no_auth_reason: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve MCP over stdio (the default for Claude Code), or WebSocket/HTTP with --listen.
@@ -54,9 +79,8 @@ enum Command {
         /// (e.g. 127.0.0.1:8765; port 0 picks a free one).
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
-        /// Allow --listen on an address other than loopback. The server has no authentication.
-        #[arg(long, requires = "listen")]
-        allow_remote: bool,
+        #[command(flatten)]
+        access: ListenAccess,
         /// Seconds that calls still running when stdin closes may take to finish.
         #[arg(long, default_value_t = 30.0)]
         eof_grace_s: f64,
@@ -156,11 +180,11 @@ async fn shutdown_signal() {
 async fn serve(
     engine_args: EngineArgs,
     listen_addr: Option<String>,
-    allow_remote: bool,
+    access: ListenAccess,
     eof_grace_s: f64,
 ) -> Result<()> {
     let engine = engine(&engine_args)?;
-    let module = router::build(engine);
+    let module = router::build(engine.clone());
     match listen_addr {
         None => {
             if !(eof_grace_s.is_finite() && eof_grace_s >= 0.0) {
@@ -186,18 +210,44 @@ async fn serve(
             }
         }
         Some(addr) => {
-            let exposure = if allow_remote {
+            let exposure = if access.allow_remote {
                 Exposure::AllowRemote
             } else {
                 Exposure::LoopbackOnly
             };
             let addr = listen::resolve(&addr, exposure).await?;
-            let listener = listen::start(module, addr).await?;
+            let auth = match access.no_auth_reason {
+                Some(reason) if access.no_auth => {
+                    tracing::warn!(%reason, "--listen without a bearer token");
+                    guard::Auth::Off { reason }
+                }
+                _ => guard::Auth::Token(guard::new_token().context("cannot draw a token")?),
+            };
+            let token_file = match &auth {
+                guard::Auth::Token(token) => Some(engine.write_listen_token(token).context(
+                    "cannot write profile_output/.listen-token (mode 0600) under --root",
+                )?),
+                guard::Auth::Off { .. } => None,
+            };
+            let listener = listen::start(module, addr, |local_addr| guard::Policy {
+                local_addr,
+                allowed_hosts: access.allow_host,
+                allowed_origins: access.allow_origin,
+                auth: auth.clone(),
+            })
+            .await?;
             // The one line a script waits for; the port is real even when 0 was asked for.
             eprintln!(
                 "system-profile: listening on http://{0} and ws://{0}",
                 listener.local_addr
             );
+            if let (guard::Auth::Token(token), Some(file)) = (&auth, token_file) {
+                eprintln!(
+                    "system-profile: bearer token {token} (send `Authorization: Bearer <token>`; \
+                     also in {}, mode 0600)",
+                    file.display()
+                );
+            }
             shutdown_signal().await;
             let _ = listener.handle.stop();
             listener.handle.stopped().await;
@@ -306,7 +356,34 @@ fn schemas(out: &Path, check: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Start the watchdog and end what dead servers left; both best-effort, said in the log.
+fn guard_children() -> Option<system_profile_engine::Watchdog> {
+    let orphans = Engine::end_orphans_of_dead_servers();
+    if orphans > 0 {
+        tracing::warn!(
+            orphans,
+            "killed processes left running by a server that died"
+        );
+    }
+    let program = std::env::current_exe().ok()?;
+    match Engine::start_watchdog(&program) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!("no watchdog ({e}): if this server is killed, its runs outlive it");
+            None
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(system_profile_engine::WATCHDOG_ARG) {
+        let server = args.get(2).and_then(|p| p.parse().ok()).unwrap_or(0);
+        if server > 1 {
+            system_profile_engine::watchdog_main(server);
+        }
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     init_logging(cli.log_level.as_deref());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -319,14 +396,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Serving and profiling start children: they get a watchdog for the server's life.
+    let _watchdog = matches!(cli.command, Command::Serve { .. } | Command::Profile { .. })
+        .then(guard_children)
+        .flatten();
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve {
                 engine,
                 listen,
-                allow_remote,
+                access,
                 eof_grace_s,
-            } => serve(engine, listen, allow_remote, eof_grace_s)
+            } => serve(engine, listen, access, eof_grace_s)
                 .await
                 .map(|()| ExitCode::SUCCESS),
             Command::Call {

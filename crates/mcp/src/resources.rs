@@ -122,6 +122,15 @@ fn served_file(root: &Path, uri: &str) -> Result<PathBuf, ErrorObjectOwned> {
     if !real.starts_with(&base) {
         return Err(not_served("is outside the profile output"));
     }
+    // Hidden names are ours (the listener's token, the ledger's backups), never artifacts.
+    if real.strip_prefix(&base).is_ok_and(|rel| {
+        rel.components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+    }) {
+        return Err(not_served(
+            "is not an artifact (a hidden file of the server's)",
+        ));
+    }
     if !real.is_file() {
         return Err(not_served("is not a regular file"));
     }
@@ -147,13 +156,21 @@ pub fn read(root: &Path, uri: &str) -> Result<Value, ErrorObjectOwned> {
             Some(json!({ "uri": uri, "bytes": bytes_len })),
         ));
     }
-    let bytes = std::fs::read(&path).map_err(|e| {
-        error(
-            RESOURCE_NOT_FOUND,
-            format!("resource {uri} could not be read: {e}"),
-            Some(json!({ "uri": uri })),
-        )
-    })?;
+    // Read beneath the output folder, not by name: a file swapped for a symlink since the
+    // check above is refused rather than followed.
+    let base = output_dir(root)
+        .canonicalize()
+        .unwrap_or_else(|_| output_dir(root));
+    let rel = path.strip_prefix(&base).unwrap_or(&path).to_path_buf();
+    let bytes = system_profile_confine::Confined::open(&base)
+        .and_then(|fs| fs.read_capped(&rel, READ_CAP_BYTES).map(|(b, _)| b))
+        .map_err(|e| {
+            error(
+                RESOURCE_NOT_FOUND,
+                format!("resource {uri} could not be read: {e}"),
+                Some(json!({ "uri": uri })),
+            )
+        })?;
     let mime = mime_type(&path);
     let content = match String::from_utf8(bytes) {
         Ok(text) => json!({ "uri": uri, "mimeType": mime, "text": text }),

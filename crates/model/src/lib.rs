@@ -11,6 +11,7 @@ pub mod plan;
 pub mod recipe;
 pub mod report;
 pub mod run;
+pub mod secrets;
 pub mod target;
 pub mod topology;
 pub mod trace;

@@ -342,28 +342,7 @@ pub struct MethodSpec {
 /// What a secret's value is recorded as.
 pub const MASKED_VALUE: &str = "***";
 
-/// Whether a variable's name says it holds a secret: one of its `_`-separated words (or its
-/// end) is a token, key, secret, password, credential or auth word (`HF_TOKEN`,
-/// `OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`, `PGPASSWORD`, `GITHUB_PAT`).
-pub fn is_secret_name(name: &str) -> bool {
-    const WORDS: [&str; 11] = [
-        "TOKEN",
-        "KEY",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "PASS",
-        "CREDENTIAL",
-        "CREDENTIALS",
-        "AUTH",
-        "PAT",
-        "APIKEY",
-    ];
-    const ENDS: [&str; 5] = ["TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD"];
-    let upper = name.to_ascii_uppercase();
-    upper.split(['_', '-', '.']).any(|w| WORDS.contains(&w))
-        || ENDS.iter().any(|e| upper.ends_with(e))
-}
+pub use crate::secrets::is_secret_name;
 
 /// The environment as it may be written down: secret-looking values masked. The child still
 /// gets the real values; only records (the manifest, reports) see this.
@@ -373,7 +352,8 @@ pub fn masked_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
             let v = if is_secret_name(k) {
                 MASKED_VALUE.to_string()
             } else {
-                v.clone()
+                // A URL's password (`DATABASE_URL=postgres://u:pw@h`) whatever the name.
+                crate::secrets::Scrubber::default().text(v)
             };
             (k.clone(), v)
         })
@@ -555,34 +535,6 @@ impl Method {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn secrets_are_told_by_their_names() {
-        use super::is_secret_name;
-        for secret in [
-            "HF_TOKEN",
-            "OPENAI_API_KEY",
-            "AWS_SECRET_ACCESS_KEY",
-            "PGPASSWORD",
-            "GITHUB_PAT",
-            "wandb_api_key",
-            "MY-AUTH",
-            "DB_PASS",
-            "SLACK_BOT_TOKEN",
-        ] {
-            assert!(is_secret_name(secret), "{secret}");
-        }
-        for plain in [
-            "CUDA_VISIBLE_DEVICES",
-            "PATH",
-            "KEYBOARD",
-            "PYTHONPATH",
-            "NCCL_DEBUG",
-            "MONKEY_MODE",
-        ] {
-            assert!(!is_secret_name(plain), "{plain}");
-        }
-    }
-
     use super::*;
 
     #[test]

@@ -70,14 +70,16 @@ pub struct ReportConfig {
 }
 
 /// Write a file under the root whole or not at all (the project's one atomic write).
+/// Resolved beneath the root, so a session folder that is a symlink out is written nowhere.
 pub(crate) fn write_file(root: &Path, rel: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let path = root.join(rel);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    let fs = system_profile_confine::Confined::open(root)?;
+    let path = Path::new(rel);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs.create_dir_all(dir)?;
     }
-    let mut temp = path.clone().into_os_string();
+    let mut temp = path.as_os_str().to_os_string();
     temp.push(".tmp");
-    system_profile_instrument::ledger::write_atomic(&path, Path::new(&temp), bytes, 0o644, None)
+    system_profile_instrument::ledger::write_atomic(&fs, path, Path::new(&temp), bytes, 0o644, None)
         .map_err(std::io::Error::other)
 }
 

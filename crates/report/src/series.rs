@@ -87,14 +87,18 @@ fn artifact<'a>(run: &'a RunRecord, kind: &str) -> Option<&'a str> {
 /// Read a run's sampler artifacts; a missing or unreadable one leaves its series out.
 pub fn read(root: &Path, run: &RunRecord) -> RunSeries {
     let mut out = RunSeries::default();
+    // Beneath the root only: a manifest may name any path.
+    let Ok(fs) = system_profile_confine::Confined::open(root) else {
+        return out;
+    };
     if let Some(path) = artifact(run, "procfs_jsonl") {
-        if let Ok(text) = std::fs::read_to_string(root.join(path)) {
+        if let Ok(text) = fs.read_to_string(Path::new(path)) {
             out.tree = Some(tree_series(&text));
             out.tree_artifact = Some(path.to_string());
         }
     }
     if let Some(path) = artifact(run, "nvml_jsonl") {
-        if let Ok(text) = std::fs::read_to_string(root.join(path)) {
+        if let Ok(text) = fs.read_to_string(Path::new(path)) {
             let mut g = GpuTimeline::default();
             for line in text.lines() {
                 if let Ok(s) = serde_json::from_str::<GpuSample>(line) {
@@ -105,7 +109,7 @@ pub fn read(root: &Path, run: &RunRecord) -> RunSeries {
             out.gpu_artifact = Some(path.to_string());
         }
     } else if let Some(a) = run.artifacts.iter().find(|a| a.path.ends_with("dmon.txt")) {
-        if let Ok(text) = std::fs::read_to_string(root.join(&a.path)) {
+        if let Ok(text) = fs.read_to_string(Path::new(&a.path)) {
             // The interval the run asked dmon for (`-d N`), 1 s by default.
             let interval = run
                 .argv

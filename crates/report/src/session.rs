@@ -5,6 +5,7 @@
 use crate::{ReportError, ReportErrorKind};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use system_profile_confine::{ConfineErrorKind, Confined};
 use system_profile_model::instrument::InstrumentSummary;
 use system_profile_model::run::{RunList, RunRecord};
 use system_profile_model::trace::TraceReport;
@@ -60,12 +61,16 @@ pub fn check_name(field: &'static str, name: &str) -> Result<(), ReportError> {
 
 /// Sessions under the root that have a manifest, newest first.
 pub fn sessions(root: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(root.join(OUTPUT_DIR))
+    // Beneath the root only: a session folder that is a symlink out is not one of ours.
+    let Ok(fs) = Confined::open(root) else {
+        return Vec::new();
+    };
+    let out = Path::new(OUTPUT_DIR);
+    let mut names: Vec<String> = fs
+        .read_dir_names(out)
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.path().join("manifest.json").is_file())
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|name| fs.exists(&out.join(name).join("manifest.json")))
         .collect();
     names.sort_unstable_by(|a, b| b.cmp(a));
     names
@@ -82,9 +87,14 @@ pub fn load(root: &Path, name: &str, runs: &[String]) -> Result<Session, ReportE
     check_name("session", name)?;
     let dir = Path::new(OUTPUT_DIR).join(name);
     let manifest = root.join(&dir).join("manifest.json");
-    let text = match std::fs::read_to_string(&manifest) {
+    let fs =
+        Confined::open(root).map_err(|e| ReportError::new(ReportErrorKind::Io, e.to_string()))?;
+    let text = match fs.read_to_string(&dir.join("manifest.json")) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if e.kind() == ConfineErrorKind::Escape => {
+            return Err(ReportError::invalid("session", e.to_string()))
+        }
+        Err(e) if e.kind() == ConfineErrorKind::NotFound => {
             let known = sessions(root);
             let hint = if known.is_empty() {
                 format!("there is no session under {OUTPUT_DIR}/ yet: run_profiler first")
@@ -105,7 +115,7 @@ pub fn load(root: &Path, name: &str, runs: &[String]) -> Result<Session, ReportE
         Err(e) => {
             return Err(ReportError::new(
                 ReportErrorKind::Io,
-                format!("cannot read {}: {e}", manifest.display()),
+                format!("cannot read: {e}"),
             ))
         }
     };
@@ -160,12 +170,15 @@ pub fn load(root: &Path, name: &str, runs: &[String]) -> Result<Session, ReportE
 }
 
 fn load_traces(root: &Path, dir: &Path, notes: &mut Vec<String>) -> Vec<StoredTrace> {
-    let folder = root.join(dir).join(TRACES_DIR);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
+    let Ok(fs) = Confined::open(root) else {
+        return Vec::new();
+    };
+    let folder = dir.join(TRACES_DIR);
+    let mut files: Vec<PathBuf> = fs
+        .read_dir_names(&folder)
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
+        .map(|name| folder.join(name))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
@@ -181,7 +194,8 @@ fn load_traces(root: &Path, dir: &Path, notes: &mut Vec<String>) -> Vec<StoredTr
             .join(path.file_name().unwrap_or_default())
             .to_string_lossy()
             .into_owned();
-        match std::fs::read(&path)
+        match fs
+            .read(&path)
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice::<TraceReport>(&b).map_err(|e| e.to_string()))
         {
@@ -203,8 +217,10 @@ fn load_instrument(
     runs: &[RunRecord],
     notes: &mut Vec<String>,
 ) -> Option<InstrumentSummary> {
-    let path = root.join(system_profile_instrument::LOG_FILE);
-    let text = std::fs::read_to_string(&path).ok()?;
+    let text = Confined::open(root)
+        .ok()?
+        .read_to_string(Path::new(system_profile_instrument::LOG_FILE))
+        .ok()?;
     let start = runs
         .iter()
         .map(|r| r.started_at_unix_s)

@@ -7,9 +7,11 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-struct Listening {
+pub struct Listening {
     child: Child,
-    addr: SocketAddr,
+    pub addr: SocketAddr,
+    pub token: String,
+    pub root: tempfile::TempDir,
 }
 
 impl Drop for Listening {
@@ -19,11 +21,17 @@ impl Drop for Listening {
     }
 }
 
-fn listen() -> Listening {
+pub fn listen() -> Listening {
+    listen_with(&[])
+}
+
+/// A listener on a fresh root; its address and token read from the lines it prints.
+pub fn listen_with(extra: &[&str]) -> Listening {
     let root = tempfile::tempdir().unwrap();
     let mut child = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0", "--root"])
         .arg(root.path())
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -31,7 +39,13 @@ fn listen() -> Listening {
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
+    // Log lines may come first; the address line is the one a script waits for.
+    while !line.contains("http://") {
+        line.clear();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            panic!("the listener ended before saying its address");
+        }
+    }
     let addr = line
         .split("http://")
         .nth(1)
@@ -39,42 +53,82 @@ fn listen() -> Listening {
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .parse()
         .unwrap();
-    Listening { child, addr }
+    let mut token = String::new();
+    if !extra.contains(&"--no-auth") {
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        token = line
+            .split("bearer token ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no token in {line:?}"))
+            .to_string();
+    }
+    // Keep reading what it logs: a closed stderr would fail its log writes.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Listening {
+        child,
+        addr,
+        token,
+        root,
+    }
 }
 
-fn http_post(addr: SocketAddr, body: &str) -> (u16, Value) {
+/// A raw HTTP request with the given extra header lines; the status and the body.
+pub fn http_raw(addr: SocketAddr, headers: &str, body: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    write!(
-        stream,
-        "POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+    // One write: a server that refuses on the headers closes at once, and body bytes sent
+    // after that would reset the connection before its answer is read.
+    let request = format!(
+        "POST / HTTP/1.1\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status: u16 = response[9..12].parse().unwrap();
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) => panic!(
+                "reading the answer to {headers:?}: {e} after {} bytes",
+                bytes.len()
+            ),
+        }
+    }
+    let response = String::from_utf8_lossy(&bytes).into_owned();
+    let status: u16 = response
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+fn http_post(l: &Listening, body: &str) -> (u16, Value) {
+    let (status, body) = http_raw(
+        l.addr,
+        &format!("Host: {}\r\nAuthorization: Bearer {}\r\n", l.addr, l.token),
+        body,
+    );
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
 #[test]
 fn http_serves_the_same_methods() {
     let l = listen();
-    let (status, r) = http_post(l.addr, &initialize(1, "2025-06-18"));
+    let (status, r) = http_post(&l, &initialize(1, "2025-06-18"));
     assert_eq!(status, 200);
     assert_eq!(r["result"]["protocolVersion"], "2025-06-18");
-    let (_, r) = http_post(l.addr, r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    let (_, r) = http_post(&l, r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
     assert_eq!(tool_names(&r["result"]), TOOL_NAMES);
-    let (_, r) = http_post(
-        l.addr,
-        r#"{"jsonrpc":"2.0","id":3,"method":"detect_tools"}"#,
-    );
+    let (_, r) = http_post(&l, r#"{"jsonrpc":"2.0","id":3,"method":"detect_tools"}"#);
     assert!(r["result"]["tools"].as_array().unwrap().len() > 20, "{r}");
     let (_, r) = http_post(
-        l.addr,
+        &l,
         r#"{"jsonrpc":"2.0","id":4,"method":"detect_tools","params":{"refresh":"no"}}"#,
     );
     assert_eq!(r["error"]["code"], -32602);
@@ -82,7 +136,7 @@ fn http_serves_the_same_methods() {
 }
 
 /// One masked text frame, as a client must send it.
-fn ws_frame(text: &str) -> Vec<u8> {
+pub fn ws_frame(text: &str) -> Vec<u8> {
     let payload = text.as_bytes();
     let mut frame = vec![0x81];
     match payload.len() {
@@ -102,7 +156,7 @@ fn ws_frame(text: &str) -> Vec<u8> {
     frame
 }
 
-fn ws_read_text(stream: &mut TcpStream) -> String {
+pub fn ws_read_text(stream: &mut TcpStream) -> String {
     let mut head = [0u8; 2];
     stream.read_exact(&mut head).unwrap();
     assert_eq!(head[0] & 0x0f, 0x1, "a text frame");
@@ -134,8 +188,9 @@ fn websocket_serves_the_same_methods() {
     write!(
         stream,
         "GET / HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        l.addr
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+         Authorization: Bearer {}\r\n\r\n",
+        l.addr, l.token
     )
     .unwrap();
     let mut head = Vec::new();
@@ -205,8 +260,9 @@ fn an_oversized_request_is_refused_and_the_listener_goes_on() {
     // The server may answer and close before it has read everything: a failed write is fine.
     let _ = write!(
         stream,
-        "POST / HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{big}",
+        "POST / HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{big}",
         l.addr,
+        l.token,
         big.len()
     );
     let mut response = String::new();
@@ -216,7 +272,7 @@ fn an_oversized_request_is_refused_and_the_listener_goes_on() {
         "{}",
         &response[..response.len().min(200)]
     );
-    let (status, r) = http_post(l.addr, r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
+    let (status, r) = http_post(&l, r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
     assert_eq!(status, 200);
     assert_eq!(r["id"], 2);
 }

@@ -8,6 +8,7 @@ mod listen;
 mod pipeline;
 mod reliability;
 mod report;
+mod security;
 mod stdio;
 mod steps;
 mod surface;

@@ -523,6 +523,21 @@ pub fn instrument(
                     input.function.as_deref(),
                     input.lines,
                 )?;
+                // Wrapping our own lines (the helper import) would move them under the
+                // `with`, where a measurement above them runs before the import.
+                if let Some(ours) = (block.start..=block.end).find(|&n| {
+                    n >= 1
+                        && n <= src.lines()
+                        && String::from_utf8_lossy(src.line(n)).contains("# [PROFILE] ")
+                }) {
+                    return Err(refused(
+                        "lines",
+                        format!(
+                            "{label} include line {ours}, which system-profile added (`# [PROFILE]`); \
+                             give a range of the program's own lines"
+                        ),
+                    ));
+                }
                 if strategy == Strategy::Context {
                     edit::context(&src, edits, &block, &label, &ctx)?
                 } else {

@@ -8,8 +8,15 @@ use serde_json::{json, Value};
 use system_profile_engine::Progress;
 use tokio::sync::mpsc::UnboundedSender;
 
-/// One outgoing protocol message (a JSON-RPC notification), already serialised.
-pub type Outbox = UnboundedSender<String>;
+/// One outgoing protocol message, already serialised, with the share of the output budget it
+/// holds until the writer has written it (answers hold one; notifications, small and paced by
+/// the calls that send them, hold none).
+pub struct Outgoing {
+    pub text: String,
+    pub held: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+pub type Outbox = UnboundedSender<Outgoing>;
 
 #[derive(Clone)]
 pub struct CallCx {
@@ -49,6 +56,9 @@ pub fn progress_for(meta: &RequestMeta) -> Progress {
             "params": params,
         });
         // A closed outbox means the client is gone; the call ends with the session anyway.
-        let _ = outbox.send(note.to_string());
+        let _ = outbox.send(Outgoing {
+            text: note.to_string(),
+            held: None,
+        });
     })
 }

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 
 /// How the stdio loop behaves.
@@ -31,6 +31,16 @@ pub struct StdioConfig {
     pub max_line_bytes: usize,
     /// After stdin closes, how long in-flight calls may run on before they are aborted.
     pub eof_grace: Duration,
+    /// The most requests one batch may hold; a larger batch is refused whole, nothing run.
+    pub max_batch_len: usize,
+    /// The most bytes one answer (or one batch's answer) may take; past it the answer is an
+    /// error that says so, with the id.
+    pub max_answer_bytes: usize,
+    /// Lines being handled at once; past it the server stops reading until one is answered.
+    pub max_in_flight: usize,
+    /// Answer bytes waiting for a client that does not read; past it answers wait to be
+    /// queued (and so, through `max_in_flight`, the server stops reading).
+    pub max_queued_bytes: usize,
 }
 
 impl Default for StdioConfig {
@@ -38,6 +48,10 @@ impl Default for StdioConfig {
         StdioConfig {
             max_line_bytes: 16 * 1024 * 1024,
             eof_grace: Duration::from_secs(30),
+            max_batch_len: 64,
+            max_answer_bytes: 32 << 20,
+            max_in_flight: 64,
+            max_queued_bytes: 64 << 20,
         }
     }
 }
@@ -69,6 +83,17 @@ struct Dispatcher {
     outbox: cx::Outbox,
     in_flight: InFlight,
     next_id: AtomicU64,
+    limits: Limits,
+    /// KiB of answers queued and not yet written, out of `queued_kib_capacity`.
+    queued_kib: Arc<Semaphore>,
+    queued_kib_capacity: usize,
+}
+
+/// What one line may cost (from `StdioConfig`).
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    max_batch_len: usize,
+    max_answer_bytes: usize,
 }
 
 /// One answer: the client's id exactly as it was written, and `result` or `error`. The result
@@ -130,10 +155,31 @@ enum Message {
     Invalid(Answer),
 }
 
+/// The `id` of a message that may not be valid as a whole (a lone surrogate in its params,
+/// a duplicate `id` key, bytes that were not UTF-8): answering with it ends the client's wait.
+fn readable_id(text: &str) -> Option<Box<RawValue>> {
+    let usable = |raw: &RawValue| {
+        let t = raw.get();
+        t.starts_with('"') || t.starts_with('-') || t.starts_with(|c: char| c.is_ascii_digit())
+    };
+    if let Ok(RawId { id: Some(id) }) = serde_json::from_str::<RawId>(text) {
+        return usable(&id).then_some(id);
+    }
+    // A duplicate key fails the struct; a map keeps the last, as the router's parse does.
+    let map: serde_json::Map<String, Value> = serde_json::from_str(text).ok()?;
+    match map.get("id")? {
+        v @ (Value::String(_) | Value::Number(_)) => serde_json::value::to_raw_value(v).ok(),
+        _ => None,
+    }
+}
+
 fn classify(raw: &RawValue) -> Message {
     let msg: Value = match serde_json::from_str(raw.get()) {
         Ok(v) => v,
-        Err(e) => return Message::Invalid(error_response(null_id(), PARSE_ERROR, e.to_string())),
+        Err(e) => {
+            let id = readable_id(raw.get()).unwrap_or_else(null_id);
+            return Message::Invalid(error_response(id, PARSE_ERROR, e.to_string()));
+        }
     };
     let Value::Object(mut obj) = msg else {
         return Message::Invalid(error_response(
@@ -156,9 +202,11 @@ fn classify(raw: &RawValue) -> Message {
     };
     let raw_id = match &id {
         Some(Value::Null) | None => null_id(),
-        Some(_) => serde_json::from_str::<RawId>(raw.get())
+        Some(v) => serde_json::from_str::<RawId>(raw.get())
             .ok()
             .and_then(|r| r.id)
+            // A duplicate `id` key: the value the request runs under, re-encoded.
+            .or_else(|| serde_json::value::to_raw_value(v).ok())
             .unwrap_or_else(null_id),
     };
     if obj.get("jsonrpc") != Some(&json!("2.0")) {
@@ -225,6 +273,22 @@ fn explain_unknown_method(error: &mut Value, method: &str) {
 }
 
 impl Dispatcher {
+    fn new(methods: Methods, outbox: cx::Outbox, config: &StdioConfig) -> Self {
+        let queued_kib_capacity = (config.max_queued_bytes / 1024).clamp(1, Semaphore::MAX_PERMITS);
+        Dispatcher {
+            methods,
+            outbox,
+            in_flight: Arc::new(Mutex::new(HashMap::new())),
+            next_id: AtomicU64::new(1),
+            limits: Limits {
+                max_batch_len: config.max_batch_len,
+                max_answer_bytes: config.max_answer_bytes,
+            },
+            queued_kib: Arc::new(Semaphore::new(queued_kib_capacity)),
+            queued_kib_capacity,
+        }
+    }
+
     /// Handle one message; the returned task yields its answer (None for notifications).
     fn dispatch(self: &Arc<Self>, msg: &RawValue) -> Option<JoinHandle<Option<Answer>>> {
         match classify(msg) {
@@ -326,25 +390,68 @@ impl Dispatcher {
         handle
     }
 
-    fn send<T: Serialize>(&self, answer: &T) {
-        match serde_json::to_string(answer) {
-            Ok(text) => {
-                let _ = self.outbox.send(text);
+    /// Queue one answer (or a batch's), once the output budget has room for it: a client
+    /// that stops reading stops the server from piling answers up.
+    async fn send<T: Serialize>(&self, answer: &T) {
+        let text = match serde_json::to_string(answer) {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::error!("cannot encode an answer: {e}");
+                return;
             }
-            Err(e) => tracing::error!("cannot encode an answer: {e}"),
-        }
+        };
+        self.queue(text).await;
     }
 
-    /// Handle one line of input.
-    fn line(self: &Arc<Self>, line: &[u8], tasks: &mut JoinSet<()>) {
+    async fn queue(&self, text: String) {
+        let total = self.queued_kib_capacity;
+        let kib = (text.len() / 1024 + 1).min(total) as u32;
+        let held = match Arc::clone(&self.queued_kib).acquire_many_owned(kib).await {
+            Ok(p) => Some(p),
+            Err(_) => None,
+        };
+        let _ = self.outbox.send(cx::Outgoing { text, held });
+    }
+
+    /// An answer over the size limit becomes an error with its id that says how to page.
+    fn bounded(&self, answer: Answer) -> Answer {
+        let size = answer.result.as_ref().map_or(0, |r| r.get().len())
+            + answer.error.as_ref().map_or(0, |e| e.to_string().len());
+        if size <= self.limits.max_answer_bytes {
+            return answer;
+        }
+        error_response(
+            answer.id,
+            INTERNAL_ERROR,
+            format!(
+                "the answer is {size} bytes, over the limit of {} bytes for one answer; ask \
+                 for less (list_runs and resources/list page with `cursor`, get_run names one \
+                 run, summarize writes its report to a file)",
+                self.limits.max_answer_bytes
+            ),
+        )
+    }
+
+    /// Handle one line of input. `slot` is the line's share of `max_in_flight`, held until
+    /// its answer is queued.
+    async fn line(
+        self: &Arc<Self>,
+        line: &[u8],
+        tasks: &mut JoinSet<()>,
+        slot: OwnedSemaphorePermit,
+    ) {
         let text = match std::str::from_utf8(line) {
             Ok(t) => t.trim(),
             Err(_) => {
+                // The id, when the line's envelope can still be read, so the client's wait ends.
+                let lossy = String::from_utf8_lossy(line);
+                let id = readable_id(lossy.trim()).unwrap_or_else(null_id);
                 self.send(&error_response(
-                    null_id(),
+                    id,
                     PARSE_ERROR,
                     "parse error: the line is not UTF-8",
-                ));
+                ))
+                .await;
                 return;
             }
         };
@@ -360,35 +467,73 @@ impl Dispatcher {
         let line = match parsed {
             Ok(l) => l,
             Err(e) => {
+                let id = readable_id(text).unwrap_or_else(null_id);
                 self.send(&error_response(
-                    null_id(),
+                    id,
                     PARSE_ERROR,
                     format!("parse error: {e}"),
-                ));
+                ))
+                .await;
                 return;
             }
         };
         match line {
-            Line::Batch(batch) if batch.is_empty() => self.send(&error_response(
-                null_id(),
-                INVALID_REQUEST,
-                "invalid request: an empty batch",
-            )),
+            Line::Batch(batch) if batch.is_empty() => {
+                self.send(&error_response(
+                    null_id(),
+                    INVALID_REQUEST,
+                    "invalid request: an empty batch",
+                ))
+                .await
+            }
+            Line::Batch(batch) if batch.len() > self.limits.max_batch_len => {
+                self.send(&error_response(
+                    null_id(),
+                    INVALID_REQUEST,
+                    format!(
+                        "invalid request: a batch of {} messages is over the limit of {}; \
+                         nothing in it was run: send them in batches of at most {}",
+                        batch.len(),
+                        self.limits.max_batch_len,
+                        self.limits.max_batch_len
+                    ),
+                ))
+                .await
+            }
             Line::Batch(batch) => {
                 let handles: Vec<_> = batch.into_iter().filter_map(|m| self.dispatch(m)).collect();
                 let this = Arc::clone(self);
                 tasks.spawn(async move {
                     let mut answers = Vec::new();
+                    let mut bytes = 0usize;
                     for h in handles {
                         // A cancelled member is left out of the batch's answer.
                         if let Ok(Some(a)) = h.await {
+                            let mut a = this.bounded(a);
+                            let size = a.result.as_ref().map_or(0, |r| r.get().len());
+                            // The batch's answer as a whole keeps to the limit too: members
+                            // past it are errors with their ids.
+                            if bytes + size > this.limits.max_answer_bytes {
+                                a = error_response(
+                                    a.id,
+                                    INTERNAL_ERROR,
+                                    format!(
+                                        "left out: the batch's answer passed {} bytes; send \
+                                         fewer requests per batch",
+                                        this.limits.max_answer_bytes
+                                    ),
+                                );
+                            } else {
+                                bytes += size;
+                            }
                             answers.push(a);
                         }
                     }
                     // A batch of notifications only is not answered at all.
                     if !answers.is_empty() {
-                        this.send(&answers);
+                        this.send(&answers).await;
                     }
+                    drop(slot);
                 });
             }
             Line::Single(single) => {
@@ -396,8 +541,9 @@ impl Dispatcher {
                     let this = Arc::clone(self);
                     tasks.spawn(async move {
                         if let Ok(Some(a)) = h.await {
-                            this.send(&a);
+                            this.send(&this.bounded(a)).await;
                         }
+                        drop(slot);
                     });
                 }
             }
@@ -462,23 +608,21 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (outbox, mut outgoing) = mpsc::unbounded_channel::<String>();
+    let (outbox, mut outgoing) = mpsc::unbounded_channel::<cx::Outgoing>();
     let writer = tokio::spawn(async move {
-        while let Some(line) = outgoing.recv().await {
-            let mut bytes = line.into_bytes();
+        while let Some(out) = outgoing.recv().await {
+            let mut bytes = out.text.into_bytes();
             bytes.push(b'\n');
             if output.write_all(&bytes).await.is_err() || output.flush().await.is_err() {
                 return false;
             }
+            // Written: its share of the output budget is free again.
+            drop(out.held);
         }
         true
     });
-    let dispatcher = Arc::new(Dispatcher {
-        methods,
-        outbox,
-        in_flight: Arc::new(Mutex::new(HashMap::new())),
-        next_id: AtomicU64::new(1),
-    });
+    let dispatcher = Arc::new(Dispatcher::new(methods, outbox, &config));
+    let slots = Arc::new(Semaphore::new(config.max_in_flight.max(1)));
     let mut tasks = JoinSet::new();
     let mut reader = BufReader::new(input);
     let mut buf = Vec::new();
@@ -491,7 +635,13 @@ where
             () = &mut shutdown => break StdioEnd::Shutdown,
             read = read_line(&mut reader, &mut buf, config.max_line_bytes) => match read {
                 Ok(None) => break StdioEnd::Eof,
-                Ok(Some(Ok(()))) => dispatcher.line(&buf, &mut tasks),
+                Ok(Some(Ok(()))) => {
+                    // At most `max_in_flight` lines are being handled; past it, reading waits.
+                    let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+                        break StdioEnd::Eof;
+                    };
+                    dispatcher.line(&buf, &mut tasks, slot).await;
+                }
                 Ok(Some(Err(skipped))) => dispatcher.send(&error_response(
                     null_id(),
                     INVALID_REQUEST,
@@ -499,7 +649,7 @@ where
                         "invalid request: a line of {skipped} bytes is over the limit of {} bytes",
                         config.max_line_bytes
                     ),
-                )),
+                )).await,
                 Err(e) => {
                     tracing::warn!("reading stdin failed: {e}");
                     break StdioEnd::Eof;
@@ -547,16 +697,17 @@ mod tests {
             .register_method("ping", |_, _, _| serde_json::json!({}))
             .unwrap();
         let (outbox, mut answers) = mpsc::unbounded_channel();
-        let dispatcher = Arc::new(Dispatcher {
-            methods: module.into(),
+        let dispatcher = Arc::new(Dispatcher::new(
+            module.into(),
             outbox,
-            in_flight: Arc::new(Mutex::new(HashMap::new())),
-            next_id: AtomicU64::new(1),
-        });
+            &StdioConfig::default(),
+        ));
         let mut tasks = JoinSet::new();
+        let slots = Arc::new(Semaphore::new(1000));
         for i in 0..500 {
             let line = format!(r#"{{"jsonrpc":"2.0","id":{},"method":"ping"}}"#, i % 7);
-            dispatcher.line(line.as_bytes(), &mut tasks);
+            let slot = Arc::clone(&slots).acquire_owned().await.unwrap();
+            dispatcher.line(line.as_bytes(), &mut tasks, slot).await;
         }
         while tasks.join_next().await.is_some() {}
         let mut n = 0;

@@ -546,6 +546,10 @@ fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
         .then(|| sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1])
 }
 
+/// The largest single JSON value the scanner holds (an event, a key, `deviceProperties`);
+/// the buffer's capacity stays under twice this whatever the input.
+const MAX_VALUE_BYTES: usize = 32 << 20;
+
 /// Reads a JSON document in chunks and hands out the bytes of one complete value at a time,
 /// so each event is parsed from a slice (fast, borrowing its strings) and nothing but the
 /// current event and the unread chunk is held.
@@ -582,10 +586,24 @@ impl<R: Read> Scanner<R> {
         }
     }
 
-    /// Read up to 1 MiB more; false at the end of the input.
+    /// Read up to 1 MiB more; false at the end of the input. The buffer never holds more
+    /// than `MAX_VALUE_BYTES` of one value (plus one read): a longer value (a gzip bomb of
+    /// one endless string) is an error, never an allocation.
     fn fill(&mut self) -> Result<bool, ScanError> {
         if self.eof {
             return Ok(false);
+        }
+        if self.pos == self.buf.len() {
+            // Everything read was consumed (white space skipped): keep none of it.
+            self.dropped += self.pos as u64;
+            self.buf.clear();
+            self.pos = 0;
+        }
+        if self.buf.len() - self.pos > MAX_VALUE_BYTES {
+            return Err(self.error(
+                self.pos,
+                format!("one value is over {MAX_VALUE_BYTES} bytes: no trace event is that large"),
+            ));
         }
         let len = self.buf.len();
         self.buf.resize(len + (1 << 20), 0);
@@ -872,6 +890,70 @@ pub fn analyze(text: &str) -> Parsed<TraceAnalysis> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `head`, then `n` bytes of `fill`, then `tail`, made as read (nothing held).
+    struct Bomb {
+        parts: Vec<(Vec<u8>, u64)>,
+    }
+
+    impl Read for Bomb {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            while let Some((pattern, left)) = self.parts.first_mut() {
+                if *left == 0 {
+                    self.parts.remove(0);
+                    continue;
+                }
+                let n = (out.len() as u64).min(*left) as usize;
+                for (i, b) in out[..n].iter_mut().enumerate() {
+                    *b = pattern[i % pattern.len()];
+                }
+                *left -= n as u64;
+                return Ok(n);
+            }
+            Ok(0)
+        }
+    }
+
+    fn bomb(head: &str, fill: u8, n: u64, tail: &str) -> Bomb {
+        Bomb {
+            parts: vec![
+                (head.as_bytes().to_vec(), head.len() as u64),
+                (vec![fill], n),
+                (tail.as_bytes().to_vec(), tail.len() as u64),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_bomb_never_grows_the_buffer() {
+        // 256 MiB of white space between events: skipped with a buffer of about one read.
+        let mut sc = Scanner::new(bomb(
+            r#"{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":1},"#,
+            b' ',
+            256 << 20,
+            r#"{"ph":"X","name":"b","ts":2,"dur":1}]}"#,
+        ));
+        let mut acc = Acc::default();
+        scan(&mut sc, &mut acc).unwrap();
+        assert_eq!(acc.events, 2);
+        assert!(sc.buf.capacity() <= 4 << 20, "{}", sc.buf.capacity());
+        // One endless string: an error at the bound, not an allocation of its size.
+        let mut sc = Scanner::new(bomb(
+            r#"{"traceEvents":[{"name":""#,
+            b'x',
+            128 << 20,
+            "\"}]}",
+        ));
+        let mut acc = Acc::default();
+        let e = scan(&mut sc, &mut acc).unwrap_err();
+        assert!(e.message.contains("over"), "{}", e.message);
+        // Vec doubles: the bound is twice the largest value.
+        assert!(
+            sc.buf.capacity() <= 2 * MAX_VALUE_BYTES + (4 << 20),
+            "{}",
+            sc.buf.capacity()
+        );
+    }
 
     #[test]
     fn busy_idle_and_overlap_from_intervals() {

@@ -5,8 +5,38 @@ use crate::fmt::{bytes, bytes_f, cell, gbps, num, pct, rate, secs, tr, us};
 use system_profile_model::instrument::{ChangeState, ChangeType};
 use system_profile_model::report::{Confidence, Lang, Report, Source};
 
+/// User text (labels, targets, function names) in a table cell: it may not open HTML (a
+/// label `<script>`), break the table (`|`, a newline) or start a code span.
 fn esc(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+        .replace('`', "\\`")
+        .replace(['\n', '\r'], " ")
+}
+
+/// Our sentences, which quote user text in backticks already: only HTML is kept out.
+fn prose(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+}
+
+/// User text in a code span: HTML is not read there, only a backtick ends it, so the span
+/// takes more backticks than the text holds in a row.
+fn code(s: &str) -> String {
+    let text = s.replace(['\n', '\r'], " ").replace('|', "\\|");
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(if text.contains('`') { longest + 1 } else { 1 });
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
 }
 
 fn cite(sources: &[Source]) -> String {
@@ -96,7 +126,7 @@ pub fn render(report: &Report) -> String {
                 r.profiler.id(),
                 esc(r.label.as_deref().unwrap_or("")),
                 r.status.clone(),
-                format!("`{}`", esc(&r.target)),
+                code(&r.target),
                 cell(r.wall_s, secs),
             ]
         })
@@ -466,8 +496,8 @@ fn hotspots(md: &mut String, report: &Report) {
         .iter()
         .map(|h| {
             let place = match (&h.file, h.line) {
-                (Some(f), Some(l)) => format!("`{}:{l}`", esc(f)),
-                (Some(f), None) => format!("`{}`", esc(f)),
+                (Some(f), Some(l)) => code(&format!("{f}:{l}")),
+                (Some(f), None) => code(f),
                 _ => "—".into(),
             };
             let tools = h
@@ -487,7 +517,7 @@ fn hotspots(md: &mut String, report: &Report) {
                 .collect::<Vec<_>>()
                 .join(", ");
             vec![
-                format!("`{}`", esc(&h.function)),
+                code(&h.function),
                 place,
                 h.kind.clone(),
                 pct(h.self_percent),
@@ -548,7 +578,7 @@ fn charts(md: &mut String, report: &Report) {
     for c in &report.charts {
         md.push_str(&format!(
             "![{}]({})\n\n",
-            esc(&c.title),
+            prose(&c.title),
             relative_link(&report.session, &c.path)
         ));
     }
@@ -593,7 +623,7 @@ fn recommendations(md: &mut String, report: &Report) {
             (None, _, Some(m), None) => bytes(m),
             _ => tr(lang, "not estimated", "見積りなし"),
         };
-        md.push_str(&format!("{}. **{}**\n", i + 1, esc(&r.title)));
+        md.push_str(&format!("{}. **{}**\n", i + 1, prose(&r.title)));
         md.push_str(&format!("   {}\n", r.action));
         md.push_str(&format!(
             "   - {}: {gain}; {}: {}; {}: {}\n",
@@ -641,9 +671,9 @@ fn part_b(md: &mut String, report: &Report) {
                     String::new()
                 };
                 vec![
-                    format!("`{}`", esc(&r.file)),
+                    code(&r.file),
                     format!("{kind}{state}"),
-                    format!("{} ({})", esc(&r.what), r.id),
+                    format!("{} ({})", prose(&r.what), r.id),
                     r.lines.clone(),
                 ]
             })
@@ -676,4 +706,20 @@ fn part_b(md: &mut String, report: &Report) {
         ));
     }
     md.push_str(&format!("{}\n", c.offer));
+}
+
+#[cfg(test)]
+mod escape_tests {
+    use super::*;
+
+    #[test]
+    fn user_text_opens_no_html_and_breaks_no_table() {
+        assert_eq!(
+            esc("<script>a|b</script>"),
+            "&lt;script&gt;a\\|b&lt;/script&gt;"
+        );
+        assert_eq!(esc("x & `y`\nz"), "x &amp; \\`y\\` z");
+        assert_eq!(code("python <script>.py"), "`python <script>.py`");
+        assert_eq!(code("a`b"), "``a`b``");
+    }
 }

@@ -504,3 +504,149 @@ fn a_starting_server_ends_what_a_dead_one_left() {
     );
     drop(next);
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn one_request_cannot_cost_unbounded_memory() {
+    let mut server = Server::spawn(&[]);
+    // A batch over the limit runs nothing and says the limit.
+    let marker = server.root.path().join("ran");
+    let mut batch: Vec<Value> = (0..10_000)
+        .map(|i| json!({"jsonrpc":"2.0","id":i,"method":"list_runs"}))
+        .collect();
+    batch.push(serde_json::from_str(&run_touch(&marker)).unwrap());
+    let r = server.ask(&Value::Array(batch).to_string());
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 64"),
+        "{r}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!marker.exists());
+    // 64 is answered whole.
+    let batch: Vec<Value> = (0..64)
+        .map(|i| json!({"jsonrpc":"2.0","id":i,"method":"ping"}))
+        .collect();
+    let r = server.ask(&Value::Array(batch).to_string());
+    assert_eq!(r.as_array().map(Vec::len), Some(64), "{r}");
+}
+
+#[test]
+fn a_client_that_stops_reading_does_not_grow_the_server() {
+    let mut server = Server::spawn(&[]);
+    let pid = server.child.id();
+    assert_eq!(server.ask(&initialize(0, "2025-06-18"))["id"], 0);
+    let start_kib = rss_kib(pid);
+    // 2,000 tools/list (about 0.3 MB each) sent by a thread, none read meanwhile.
+    let mut stdin = server.take_stdin();
+    let sender = std::thread::spawn(move || {
+        for i in 1..=2000 {
+            let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"tools/list\"}}\n");
+            if stdin.write_all(line.as_bytes()).is_err() {
+                return i;
+            }
+        }
+        2001
+    });
+    let mut peak_kib = 0;
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(100));
+        peak_kib = peak_kib.max(rss_kib(pid));
+    }
+    // Then read everything: every request is answered.
+    let mut answered = 0;
+    while answered < 2000 {
+        let line = server
+            .recv_line(Duration::from_secs(120))
+            .expect("every request answered");
+        if line.contains("\"tools\"") {
+            answered += 1;
+        }
+    }
+    assert_eq!(sender.join().unwrap(), 2001);
+    let grown_mib = peak_kib.saturating_sub(start_kib) / 1024;
+    // Without backpressure it grew linearly, to ~700 MB; the bound is the 64 MiB of queued
+    // answers plus 64 being made.
+    assert!(
+        grown_mib < 200,
+        "the server grew by {grown_mib} MiB while nobody read"
+    );
+}
+
+#[test]
+fn unreadable_lines_are_answered_with_their_id() {
+    let mut server = Server::spawn(&[]);
+    // Invalid UTF-8 inside a string of an otherwise readable request.
+    let mut line = br#"{"jsonrpc":"2.0","id":41,"method":"ping","params":{"x":""#.to_vec();
+    line.extend_from_slice(&[0xff, 0xfe]);
+    line.extend_from_slice(br#""}}"#);
+    server.send_bytes(&line);
+    let r = server.recv();
+    assert_eq!(r["id"], 41, "{r}");
+    // A lone surrogate.
+    let r = server.ask(r#"{"jsonrpc":"2.0","id":"s1","method":"ping","params":{"x":"\ud800"}}"#);
+    assert_eq!(r["id"], "s1", "{r}");
+    // A duplicate id: answered under the id it ran with (the last).
+    let r = server.ask(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#);
+    assert_eq!(r["id"], 2, "{r}");
+}
+
+#[test]
+fn a_range_over_our_own_lines_is_refused() {
+    let mut server = Server::spawn(&[]);
+    let root = server.root.path().to_path_buf();
+    std::fs::write(
+        root.join("m.py"),
+        "def work():\n    return 1\n\nprint(work())\n",
+    )
+    .unwrap();
+    let r = call(
+        &mut server,
+        1,
+        "instrument_file",
+        json!({"path":"m.py","strategy":"decorator","function":"work","measure":"timing"}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let text = std::fs::read_to_string(root.join("m.py")).unwrap();
+    let import_line = text
+        .lines()
+        .position(|l| l.contains("import _sp_profile"))
+        .expect("the helper import")
+        + 1;
+    let r = call(
+        &mut server,
+        2,
+        "instrument_file",
+        json!({"path":"m.py","strategy":"context","measure":"timing",
+               "lines":{"start":import_line,"end":import_line}}),
+    );
+    let said = r.to_string();
+    assert!(
+        r["error"].is_object() || r["result"]["isError"] == true,
+        "{said}"
+    );
+    assert!(said.contains("system-profile added"), "{said}");
+    // The file still runs.
+    let out = std::process::Command::new("python3")
+        .arg("m.py")
+        .current_dir(&root)
+        .env("PATH", path_with_venv())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -132,6 +132,11 @@ impl Server {
         self.recv()
     }
 
+    /// The server's stdin, for a writer of its own (this `Server` then sends nothing).
+    pub fn take_stdin(&mut self) -> ChildStdin {
+        self.stdin.take().expect("stdin open")
+    }
+
     pub fn close_stdin(&mut self) {
         self.stdin.take();
     }

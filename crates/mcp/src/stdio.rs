@@ -406,10 +406,10 @@ impl Dispatcher {
     async fn queue(&self, text: String) {
         let total = self.queued_kib_capacity;
         let kib = (text.len() / 1024 + 1).min(total) as u32;
-        let held = match Arc::clone(&self.queued_kib).acquire_many_owned(kib).await {
-            Ok(p) => Some(p),
-            Err(_) => None,
-        };
+        let held = Arc::clone(&self.queued_kib)
+            .acquire_many_owned(kib)
+            .await
+            .ok();
         let _ = self.outbox.send(cx::Outgoing { text, held });
     }
 

@@ -7,10 +7,9 @@ use system_profile_model::run::RunTarget;
 use system_profile_model::secrets::Scrubber;
 use system_profile_runner::Execution;
 
-/// A run folder's text files are scrubbed up to this size each; past it a file is left as the
-/// child wrote it and the run says so (rewriting gigabytes of output would cost more than the
-/// run).
-const SCRUB_FILE_CAP_BYTES: u64 = 256 << 20;
+/// A run folder's text files are scrubbed up to this size each (the default output cap);
+/// past it a file is left as the child wrote it and the run says so.
+const SCRUB_FILE_CAP_BYTES: u64 = 1 << 30;
 
 pub fn scrub_target(scrubber: &Scrubber, target: &RunTarget) -> RunTarget {
     match target {
@@ -76,11 +75,16 @@ enum ScrubFileError {
     Io(std::io::Error),
 }
 
-/// Rewrite `path` with secrets masked, atomically and only when something changed. The file
-/// is opened without following a symlink, so a link placed in the run folder is not rewritten.
+/// Pieces a file is scrubbed in: cut after a newline when there is one, so a secret on one
+/// line is never split between two pieces.
+const SCRUB_CHUNK_BYTES: usize = 256 << 10;
+
+/// Rewrite `path` with secrets masked, streaming (a piece at a time, so memory stays small
+/// whatever the file weighs), atomically and only when something changed. The file is
+/// opened without following a symlink, so a link placed in the run folder is not rewritten.
 fn scrub_file(scrubber: &Scrubber, path: &Path) -> Result<(), ScrubFileError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
@@ -89,26 +93,57 @@ fn scrub_file(scrubber: &Scrubber, path: &Path) -> Result<(), ScrubFileError> {
     if len > SCRUB_FILE_CAP_BYTES {
         return Err(ScrubFileError::TooBig);
     }
-    let mut bytes = Vec::with_capacity(len as usize);
-    file.read_to_end(&mut bytes).map_err(ScrubFileError::Io)?;
-    let scrubbed = scrubber.bytes(&bytes);
-    if scrubbed == bytes {
-        return Ok(());
-    }
     let mut temp = path.as_os_str().to_os_string();
     temp.push(".scrub.tmp");
-    let write = || -> std::io::Result<()> {
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&temp)?;
-        out.write_all(&scrubbed)?;
-        out.sync_all()?;
-        std::fs::rename(&temp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        ScrubFileError::Io(e)
-    })
+    let result = (|| -> std::io::Result<bool> {
+        let mut out = std::io::BufWriter::new(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(&temp)?,
+        );
+        let mut reader = std::io::BufReader::with_capacity(SCRUB_CHUNK_BYTES, file);
+        let mut carry: Vec<u8> = Vec::new();
+        let mut changed = false;
+        let mut piece = vec![0u8; SCRUB_CHUNK_BYTES];
+        loop {
+            let n = reader.read(&mut piece)?;
+            if n > 0 {
+                carry.extend_from_slice(&piece[..n]);
+            }
+            // Up to the last newline (or everything, at the end or past four pieces).
+            let cut = if n == 0 || carry.len() > 4 * SCRUB_CHUNK_BYTES {
+                carry.len()
+            } else {
+                match carry.iter().rposition(|b| *b == b'\n') {
+                    Some(i) => i + 1,
+                    None => continue,
+                }
+            };
+            let scrubbed = scrubber.bytes(&carry[..cut]);
+            changed |= scrubbed[..] != carry[..cut];
+            out.write_all(&scrubbed)?;
+            carry.drain(..cut);
+            if n == 0 {
+                break;
+            }
+        }
+        if changed {
+            out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            std::fs::rename(&temp, path)?;
+        }
+        Ok(changed)
+    })();
+    match result {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            let _ = std::fs::remove_file(&temp);
+            Ok(())
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            Err(ScrubFileError::Io(e))
+        }
+    }
 }

@@ -104,10 +104,13 @@ pub fn output_dir(fs: &Confined) -> Result<PathBuf, LedgerError> {
     fs.create_dir_all(dir)?;
     let ignore = dir.join(".gitignore");
     if !fs.exists(&ignore) {
+        // Servers and calls may make it at once: each through a temp name of its own.
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         write_atomic(
             fs,
             &ignore,
-            &dir.join(".gitignore.tmp"),
+            &dir.join(format!(".gitignore.{}-{n}.tmp", std::process::id())),
             b"# written by system-profile: nothing here is source\n*\n",
             0o644,
             None,

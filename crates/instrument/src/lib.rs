@@ -387,6 +387,11 @@ fn commit(store: &mut LedgerStore, mut p: Planned) -> Result<(), InstrumentError
     Ok(())
 }
 
+/// The line of ours that imports the helper (`edit::import_line`).
+fn is_helper_import(line: &str) -> bool {
+    line.contains("import _sp_profile") && line.contains("# [PROFILE] ")
+}
+
 /// `instrument_file`.
 pub fn instrument(
     config: &InstrumentConfig,
@@ -528,13 +533,14 @@ pub fn instrument(
                 if let Some(ours) = (block.start..=block.end).find(|&n| {
                     n >= 1
                         && n <= src.lines()
-                        && String::from_utf8_lossy(src.line(n)).contains("# [PROFILE] ")
+                        && is_helper_import(&String::from_utf8_lossy(src.line(n)))
                 }) {
                     return Err(refused(
                         "lines",
                         format!(
-                            "{label} include line {ours}, which system-profile added (`# [PROFILE]`); \
-                             give a range of the program's own lines"
+                            "{label} include line {ours}, the helper import that system-profile added \
+                             (`import _sp_profile  # [PROFILE]`): wrapped, it would run after the \
+                             measurement that needs it; give a range below it"
                         ),
                     ));
                 }

@@ -230,20 +230,21 @@ fn secrets_in_the_environment_reach_the_child_but_not_the_records() {
         &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
             "name": "run_profiler",
             "arguments": {"profiler": "custom",
-                "target": {"command": ["sh", "-c", "echo \"$HF_TOKEN $OPENAI_API_KEY $MODE\""]},
+                "target": {"command": ["sh", "-c", "echo \"$HF_TOKEN $OPENAI_API_KEY $MODE\" | tee seen.txt"]},
                 "env": {"HF_TOKEN": "hf_s3cr3t", "OPENAI_API_KEY": "sk-s3cr3t", "MODE": "fast"}}}})
         .to_string(),
     );
     let rec = &r["result"]["structuredContent"];
     assert_eq!(rec["status"], "completed", "{r}");
-    // The child got the real values (its own output file says so); the record's tail is
-    // scrubbed of them.
-    let stdout = std::path::Path::new(rec["dir"].as_str().unwrap()).join("stdout.txt");
-    let stdout = s.root.path().join(stdout);
+    // The child got the real values (a file of its own says so); the record's tail and the
+    // stdout.txt we keep are scrubbed of them.
     assert_eq!(
-        std::fs::read_to_string(&stdout).unwrap(),
+        std::fs::read_to_string(s.root.path().join("seen.txt")).unwrap(),
         "hf_s3cr3t sk-s3cr3t fast\n"
     );
+    let stdout = std::path::Path::new(rec["dir"].as_str().unwrap()).join("stdout.txt");
+    let stdout = s.root.path().join(stdout);
+    assert_eq!(std::fs::read_to_string(&stdout).unwrap(), "*** *** fast\n");
     assert_eq!(rec["stdout_tail"], "*** *** fast\n", "{rec}");
     assert_eq!(rec["env"]["HF_TOKEN"], "***");
     assert_eq!(rec["env"]["OPENAI_API_KEY"], "***");
@@ -263,9 +264,6 @@ fn secrets_in_the_environment_reach_the_child_but_not_the_records() {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-                continue;
-            }
-            if p.file_name().is_some_and(|n| n == "stdout.txt") {
                 continue;
             }
             files += 1;

@@ -636,7 +636,7 @@ fn a_range_over_our_own_lines_is_refused() {
         r["error"].is_object() || r["result"]["isError"] == true,
         "{said}"
     );
-    assert!(said.contains("system-profile added"), "{said}");
+    assert!(said.contains("helper import"), "{said}");
     // The file still runs.
     let out = std::process::Command::new("python3")
         .arg("m.py")

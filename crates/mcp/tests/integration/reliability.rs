@@ -276,7 +276,7 @@ fn secrets_in_the_environment_reach_the_child_but_not_the_records() {
 }
 
 /// Peak resident memory of a process (`VmHWM`, kB → bytes).
-fn peak_rss_bytes(pid: u32) -> u64 {
+pub fn peak_rss_bytes(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {

@@ -166,11 +166,18 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// A root and a folder beside it (outside the root), both made.
+fn root_and_elsewhere() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let top = tempfile::tempdir().unwrap();
+    let (root, elsewhere) = (top.path().join("root"), top.path().join("elsewhere"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    (top, root, elsewhere)
+}
+
 #[test]
 fn a_symlinked_session_is_neither_read_nor_written() {
-    let top = tempfile::tempdir().unwrap();
-    let root = top.path().join("root");
-    let elsewhere = top.path().join("elsewhere");
+    let (_top, root, elsewhere) = root_and_elsewhere();
     std::fs::create_dir_all(root.join("profile_output")).unwrap();
     std::fs::create_dir_all(elsewhere.join("s")).unwrap();
     let manifest = json!({"session":"20260101-000000-1","dir":"x","runs":[
@@ -216,13 +223,8 @@ fn a_symlinked_session_is_neither_read_nor_written() {
 
 #[test]
 fn a_run_folder_placed_as_a_symlink_is_refused() {
-    let top = tempfile::tempdir().unwrap();
-    let root = top.path().join("root");
-    let elsewhere = top.path().join("elsewhere");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::create_dir_all(&elsewhere).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut server = Server::spawn_in(dir, &root, &[], &[]);
+    let (_top, root, elsewhere) = root_and_elsewhere();
+    let mut server = Server::spawn_in(tempfile::tempdir().unwrap(), &root, &[], &[]);
     // The first run tells the session; a program could then place the next run's folder.
     let r = call(
         &mut server,
@@ -274,11 +276,8 @@ fn a_run_folder_placed_as_a_symlink_is_refused() {
 
 #[test]
 fn revert_through_a_swapped_parent_does_not_write_outside() {
-    let top = tempfile::tempdir().unwrap();
-    let root = top.path().join("root");
-    let elsewhere = top.path().join("elsewhere");
+    let (_top, root, elsewhere) = root_and_elsewhere();
     std::fs::create_dir_all(root.join("sub")).unwrap();
-    std::fs::create_dir_all(&elsewhere).unwrap();
     let source = "def work():\n    return 1\n\nwork()\n";
     std::fs::write(root.join("sub/s.py"), source).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -648,5 +647,124 @@ fn a_range_over_our_own_lines_is_refused() {
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_gzip_bomb_trace_is_analysed_in_bounded_memory() {
+    use flate2::{write::GzEncoder, Compression};
+    let mut server = Server::spawn(&[]);
+    let root = server.root.path().to_path_buf();
+    // 64 MiB of white space between two events (16 times the buffer's bound), then one
+    // string of 48 MiB (over the 32 MiB value limit) in a second file; a few hundred KB each
+    // compressed.
+    let write_bomb = |name: &str, head: &str, fill: u8, tail: &str| {
+        let mut gz = GzEncoder::new(
+            std::fs::File::create(root.join(name)).unwrap(),
+            Compression::fast(),
+        );
+        gz.write_all(head.as_bytes()).unwrap();
+        let block = vec![fill; 1 << 20];
+        for _ in 0..if fill == b' ' { 64 } else { 48 } {
+            gz.write_all(&block).unwrap();
+        }
+        gz.write_all(tail.as_bytes()).unwrap();
+        gz.finish().unwrap();
+    };
+    write_bomb(
+        "space.json.gz",
+        r#"{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":1,"pid":0,"tid":0},"#,
+        b' ',
+        r#"{"ph":"X","name":"b","ts":2,"dur":1,"pid":0,"tid":0}]}"#,
+    );
+    write_bomb(
+        "string.json.gz",
+        r#"{"traceEvents":[{"name":""#,
+        b'x',
+        r#""}]}"#,
+    );
+    let pid = server.child.id();
+    let before = crate::reliability::peak_rss_bytes(pid);
+    for (id, name) in [(1, "space.json.gz"), (2, "string.json.gz")] {
+        // A debug build on a busy machine takes its time: wait on the answer, generously.
+        server.send(
+            &json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+                    "params":{"name":"analyze_trace","arguments":{"paths":[name]}}})
+            .to_string(),
+        );
+        let line = server
+            .recv_line(Duration::from_secs(600))
+            .expect("analyze_trace answers");
+        let r: Value = serde_json::from_str(&line).unwrap();
+        assert!(r["result"].is_object(), "{r}");
+        if id == 2 {
+            assert!(r.to_string().contains("over 33554432 bytes"), "{r}");
+        }
+    }
+    let grown_mib = crate::reliability::peak_rss_bytes(pid).saturating_sub(before) >> 20;
+    // The scanner's bound is twice its 32 MiB value limit; before, 4.1 GB for a 4 GiB bomb.
+    assert!(
+        grown_mib < 150,
+        "the server grew by {grown_mib} MiB on a bomb"
+    );
+    assert_eq!(
+        server.ask(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#)["id"],
+        3
+    );
+}
+
+/// A thread flips `sub` between the real folder and a symlink out while the real binary
+/// instruments and reverts `sub/s.py` again and again: no write lands outside.
+#[test]
+fn a_folder_flipping_under_instrument_and_revert_never_leads_out() {
+    let (_top, root, elsewhere) = root_and_elsewhere();
+    let source = "def work():\n    return 1\n\nwork()\n";
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(root.join("sub/s.py"), source).unwrap();
+    std::fs::create_dir_all(elsewhere.join("evil")).unwrap();
+    std::fs::write(elsewhere.join("evil/s.py"), source).unwrap();
+    let mut server = Server::spawn_in(tempfile::tempdir().unwrap(), &root, &[], &[]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let (root, elsewhere, stop) = (root.clone(), elsewhere.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (sub, real) = (root.join("sub"), root.join("sub_real"));
+            let mut flips = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::rename(&sub, &real);
+                let _ = std::os::unix::fs::symlink(elsewhere.join("evil"), &sub);
+                std::thread::sleep(Duration::from_micros(200));
+                let _ = std::fs::remove_file(&sub);
+                let _ = std::fs::rename(&real, &sub);
+                flips += 1;
+            }
+            flips
+        })
+    };
+    for i in 0..30u64 {
+        let _ = call(
+            &mut server,
+            2 * i + 1,
+            "instrument_file",
+            json!({"path":"sub/s.py","strategy":"decorator","function":"work","measure":"timing"}),
+        );
+        let _ = call(
+            &mut server,
+            2 * i + 2,
+            "revert_changes",
+            json!({"all": true, "force": true}),
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flips = flipper.join().unwrap();
+    assert!(flips > 0);
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("evil/s.py")).unwrap(),
+        source,
+        "a write went through the symlink ({flips} flips)"
+    );
+    assert_eq!(
+        std::fs::read_dir(elsewhere.join("evil")).unwrap().count(),
+        1
     );
 }

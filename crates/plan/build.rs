@@ -4,7 +4,10 @@ use std::fs;
 use std::path::Path;
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recipes");
+    // Read at run time, not baked in with env!: a build script binary reused from another
+    // checkout (a shared target dir) would otherwise look in that checkout.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dir = Path::new(&manifest_dir).join("../../recipes");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut files: Vec<_> = fs::read_dir(&dir)
         .expect("recipes/ beside crates/")

@@ -451,6 +451,16 @@ fn fork_200(server: &mut Server, root: &Path) {
     );
 }
 
+/// A server running the fork-200 target in the background, and its pid.
+fn forking_server() -> (Server, u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let mut server = Server::spawn_in(dir, &root, &[], &[]);
+    fork_200(&mut server, &root);
+    let pid = server.child.id();
+    (server, pid)
+}
+
 fn watchdog_of(server_pid: u32) -> Option<i32> {
     std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
         let pid: i32 = e.file_name().to_str()?.parse().ok()?;
@@ -464,11 +474,7 @@ fn watchdog_of(server_pid: u32) -> Option<i32> {
 
 #[test]
 fn a_server_killed_with_sigkill_leaves_no_child() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let mut server = Server::spawn_in(dir, &root, &[], &[]);
-    fork_200(&mut server, &root);
-    let pid = server.child.id();
+    let (mut server, pid) = forking_server();
     server.child.kill().unwrap();
     let _ = server.child.wait();
     assert!(
@@ -480,11 +486,7 @@ fn a_server_killed_with_sigkill_leaves_no_child() {
 
 #[test]
 fn a_starting_server_ends_what_a_dead_one_left() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let mut server = Server::spawn_in(dir, &root, &[], &[]);
-    fork_200(&mut server, &root);
-    let pid = server.child.id();
+    let (mut server, pid) = forking_server();
     // Watchdog and server both gone at once: nobody cleaned up.
     let watchdog = watchdog_of(pid).expect("the server started a watchdog");
     // SAFETY: SIGKILL to a pid we just found.

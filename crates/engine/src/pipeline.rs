@@ -9,7 +9,7 @@ use system_profile_model::detect::DetectToolsInput;
 use system_profile_model::instrument::{RevertChangesInput, Strategy};
 use system_profile_model::plan::{PlanProfileInput, PlanStep, TargetSpec};
 use system_profile_model::report::{Lang, ReportFormat, SummarizeInput};
-use system_profile_model::run::{GetRunInput, RunStatus};
+use system_profile_model::run::{GetRunInput, RunProfilerInput, RunStatus};
 use system_profile_model::target::IdentifyTargetInput;
 use system_profile_model::wire_name;
 
@@ -183,7 +183,11 @@ impl Engine {
                 PlanProfileInput {
                     target: TargetSpec::Identified(Box::new(target.clone())),
                     focus: Vec::new(),
-                    time_budget_s: config.budget_s,
+                    // What identify and detect took (seconds on a busy machine) is no
+                    // longer there to plan with.
+                    time_budget_s: config
+                        .budget_s
+                        .map(|b| (b - started.elapsed().as_secs_f64()).max(1.0)),
                     cwd: None,
                     python: python.clone(),
                 },
@@ -352,7 +356,7 @@ impl Engine {
                     background: true,
                 });
                 let mut input = b.run_profiler.clone();
-                input.timeout_s = shorter(input.timeout_s, left_s);
+                fit_to_budget(&mut input, left_s);
                 match self.run_profiler(input, &Progress::none()).await {
                     Ok(r) => background.push((b, r.run_id)),
                     Err(e) => out.push(self.finished(observe, index_of(&b.id), b, Err(e))),
@@ -367,7 +371,7 @@ impl Engine {
                 background: false,
             });
             let mut input = step.run_profiler.clone();
-            input.timeout_s = shorter(input.timeout_s, left_s);
+            fit_to_budget(&mut input, left_s);
             let result = self.run_profiler(input, &Progress::none()).await;
             out.push(self.finished(observe, index_of(&step.id), step, result));
             for (b, run_id) in background {
@@ -426,9 +430,66 @@ impl Engine {
     }
 }
 
+/// Time a method needs after its window to stop and write what it measured (py-spy writes its
+/// samples at the end; a timeout inside that time loses them all).
+const STOP_MARGIN_S: f64 = 2.0;
+
+/// Fit one run into what is left of the budget: its window shrinks so that the window and the
+/// time to write it out end before the budget does, and the timeout is the budget's end. A
+/// window is never cut by the timeout when shrinking it would have kept the data.
+fn fit_to_budget(input: &mut RunProfilerInput, left_s: Option<f64>) {
+    let Some(left) = left_s else { return };
+    if let Some(window) = input.duration_s.as_mut() {
+        let room = (left - STOP_MARGIN_S).max(MIN_FITTED_WINDOW_S);
+        if *window > room {
+            *window = room;
+        }
+    }
+    input.timeout_s = shorter(input.timeout_s, Some(left));
+}
+
+/// The shortest window worth running when the budget is nearly spent.
+const MIN_FITTED_WINDOW_S: f64 = 0.5;
+
 fn shorter(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn windowed(duration_s: Option<f64>) -> RunProfilerInput {
+        serde_json::from_value(serde_json::json!({
+            "profiler": "py_spy_record",
+            "target": {"pid": 1},
+            "duration_s": duration_s,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_window_shrinks_to_end_before_the_budget_and_is_never_cut_by_it() {
+        // 5 s left, a 7 s window: the window becomes 3 s, the timeout 5 s, so the method
+        // stops by itself and writes what it measured before the timeout.
+        let mut input = windowed(Some(7.0));
+        fit_to_budget(&mut input, Some(5.0));
+        assert_eq!(input.duration_s, Some(3.0));
+        assert_eq!(input.timeout_s, Some(5.0));
+        // A window that fits is left alone.
+        let mut input = windowed(Some(2.0));
+        fit_to_budget(&mut input, Some(30.0));
+        assert_eq!((input.duration_s, input.timeout_s), (Some(2.0), Some(30.0)));
+        // No budget: nothing changes.
+        let mut input = windowed(Some(7.0));
+        fit_to_budget(&mut input, None);
+        assert_eq!((input.duration_s, input.timeout_s), (Some(7.0), None));
+        // A command without a window gets only the timeout.
+        let mut input = windowed(None);
+        fit_to_budget(&mut input, Some(1.5));
+        assert_eq!((input.duration_s, input.timeout_s), (None, Some(1.5)));
     }
 }

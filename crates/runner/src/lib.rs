@@ -1354,9 +1354,18 @@ async fn py_spy_record(input: &RunProfilerInput, place: &RunPlace) -> Result<Exe
             .map(|d| format!("py-spy: {}", d.message)),
     );
     if parsed.value.total_samples == 0 {
-        e.warnings.push(
-            "py-spy took no samples: the target ended at once, or never ran Python code".into(),
-        );
+        if e.status == RunStatus::TimedOut && !folded.exists() {
+            // py-spy writes its samples only when it ends by itself or on Ctrl-C; a run
+            // stopped by the timeout keeps nothing, so saying "kept" would be false.
+            e.error = Some(
+                "timeout_s passed before py-spy wrote its samples: nothing it sampled was kept; give timeout_s longer than duration_s, or a shorter duration_s"
+                    .into(),
+            );
+        } else {
+            e.warnings.push(
+                "py-spy took no samples: the target ended at once, or never ran Python code".into(),
+            );
+        }
     }
     e.metrics.stacks = Some(parsed.value);
     e.artifacts.extend(file_artifact(folded, "folded"));

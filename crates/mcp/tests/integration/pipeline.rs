@@ -383,14 +383,18 @@ fn start_service(s: &Scratch, port: u16) -> Service {
     Service { child, pid }
 }
 
-fn load(s: &Scratch, port: u16, seconds: u32) -> std::process::Child {
-    Command::new(workspace_root().join(".venv/bin/python"))
+/// Load that lasts as long as the test holds it (killed on drop), never a fixed time that a
+/// busy machine can outlast while the profiles are still running.
+fn load(s: &Scratch, port: u16) -> Service {
+    let child = Command::new(workspace_root().join(".venv/bin/python"))
         .args(["examples/load.py", "--port", &port.to_string()])
-        .args(["--seconds", &seconds.to_string()])
+        .args(["--seconds", "3600"])
         .current_dir(s.path())
         .stdout(Stdio::null())
         .spawn()
-        .unwrap()
+        .unwrap();
+    let pid = child.id();
+    Service { child, pid }
 }
 
 fn free_port() -> u16 {
@@ -409,7 +413,7 @@ fn a_web_service_by_pid_and_by_name_finds_the_hot_handler() {
     let s = Scratch::new();
     let port = free_port();
     let service = start_service(&s, port);
-    let mut loader = load(&s, port, 60);
+    let _loader = load(&s, port);
     let (by_pid, _) = s.profile(&["--budget", "20", "pid", &service.pid.to_string()]);
     let hot = hotspot_functions(&by_pid);
     assert_eq!(
@@ -427,8 +431,6 @@ fn a_web_service_by_pid_and_by_name_finds_the_hot_handler() {
     );
     let hot = hotspot_functions(&by_name);
     assert!(hot.iter().any(|f| f == "render_page"), "{hot:?}");
-    let _ = loader.kill();
-    let _ = loader.wait();
 }
 
 #[test]

@@ -124,12 +124,24 @@ pub struct ProcessUsage {
     pub rss_peak_bytes: u64,
     pub rss_mean_bytes: u64,
     pub threads_peak: u32,
-    /// Context switches of its main thread while sampled (/proc/<pid>/status counts the
-    /// thread-group leader only; `time -v` sums every thread); absent when never readable.
+    /// Context switches while sampled, summed over every thread seen (each thread's
+    /// /proc/<pid>/task/<tid>/status; threads are looked for once a second, so one born and
+    /// ended between two looks is missed); absent when never readable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voluntary_ctx_switches: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub involuntary_ctx_switches: Option<u64>,
+    /// Time its threads were runnable but not running (waiting on a run queue for a CPU),
+    /// summed over every thread seen, from /proc/<pid>/task/<tid>/schedstat; absent where the
+    /// kernel has no schedstat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_queue_s: Option<f64>,
+    /// Threads seen over the window (not at once).
+    #[serde(default)]
+    pub threads_seen: u32,
+    /// Its largest proportional set size (read once a second from smaps_rollup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pss_peak_bytes: Option<u64>,
     /// Storage bytes read and written while sampled (/proc/<pid>/io); absent when not readable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_bytes: Option<u64>,
@@ -155,8 +167,18 @@ pub struct ProcfsSummary {
     pub cpu_sys_s: f64,
     /// (user + sys) / wall: cores kept busy on average.
     pub cpu_utilization: f64,
-    /// The largest sum of RSS over the tree at one sample.
+    /// The largest sum of RSS over the tree at one sample. A page shared by several
+    /// processes (libraries, fork's copy-on-write) counts once per process.
     pub rss_peak_bytes: u64,
+    /// The largest sum of PSS over the tree at one reading (once a second): each shared
+    /// page divided among its sharers, so what the tree really holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pss_peak_bytes: Option<u64>,
+    /// Time runnable but not running, summed over every thread of every process (schedstat);
+    /// absent where the kernel has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_queue_s: Option<f64>,
+    /// Context switches summed over every thread of every process.
     pub voluntary_ctx_switches: u64,
     pub involuntary_ctx_switches: u64,
     pub read_bytes: u64,

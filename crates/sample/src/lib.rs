@@ -2,7 +2,7 @@
 //! lines, parents and children, CPU ticks and memory), which target identification reads; the
 //! process-tree sampler (`sampler`), which follows a tree at a fixed rate; NVML, loaded once,
 //! and the GPU sampler on it (`nvml`); and the GPU summary shared with the nvidia-smi parsers
-//! (`gpu`). Readers never fail on a process or a device that vanishes between two reads: it is
+//! (`gpu`); per-thread scheduler counters (`threads`). Readers never fail on a process or a device that vanishes between two reads: it is
 //! simply absent.
 
 mod background;
@@ -13,3 +13,5 @@ pub mod nvml;
 pub mod proc;
 #[cfg(target_os = "linux")]
 pub mod sampler;
+#[cfg(target_os = "linux")]
+pub mod threads;

@@ -1,8 +1,10 @@
 //! The /proc process-tree sampler: a thread that reads, at a fixed rate, each process of a
 //! tree. Every tick it reads /proc/<pid>/statm (the resident set: memory peaks are what a
 //! fast rate is for); every `detail_every` ticks /proc/<pid>/stat (CPU ticks, threads),
-//! /proc/<pid>/status (context switches), /proc/<pid>/io (storage bytes) and the main
-//! thread's children list; once every ten detail ticks every thread's children list. CPU
+//! every thread's status and schedstat (context switches, on-CPU and run-queue time: see
+//! `threads`), /proc/<pid>/io (storage bytes) and the main thread's children list; once every
+//! ten detail ticks every thread's children list, new threads, and /proc/<pid>/smaps_rollup
+//! (the proportional set size, which walks every mapping and so is read once a second). CPU
 //! times tick at USER_HZ (100 per second), so reading them faster than 10 Hz would only
 //! show 0-or-1-tick steps, at ten times the cost of statm. All files stay open and are re-read
 //! from offset 0, which is what keeps 100 Hz cheap. A process is seen to end on the tick it
@@ -11,6 +13,7 @@
 
 use crate::background::{pace, Background};
 use crate::proc::{page_size, parse_stat, parse_statm, read_process, ticks_per_second};
+use crate::threads::{parse_pss_bytes, reread, Threads};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -54,10 +57,13 @@ pub struct Sampler(Background<ProcfsSummary>);
 struct Tracked {
     stat: File,
     statm: File,
-    /// /proc/<pid>/status, /proc/<pid>/io and the main thread's children list, kept open and
+    /// /proc/<pid>/io, smaps_rollup and the main thread's children list, kept open and
     /// re-read like `stat` (absent when not readable).
-    status: Option<File>,
     io: Option<File>,
+    smaps_rollup: Option<File>,
+    threads: Threads,
+    pss_peak: Option<u64>,
+    pss_last: Option<u64>,
     children: Option<File>,
     ppid: u32,
     name: String,
@@ -71,8 +77,6 @@ struct Tracked {
     rss_samples: u64,
     threads_peak: u32,
     threads_last: u32,
-    ctx_first: Option<(u64, u64)>,
-    ctx_last: Option<(u64, u64)>,
     io_first: Option<(u64, u64)>,
     io_last: Option<(u64, u64)>,
     exited: bool,
@@ -103,23 +107,6 @@ pub fn parse_io(io: &str) -> Option<(u64, u64)> {
             .and_then(|v| v.trim().parse::<u64>().ok())
     };
     Some((field("read_bytes:")?, field("write_bytes:")?))
-}
-
-/// Re-read an open /proc file from its start (procfs regenerates it on each read at 0) into
-/// `buf`, and return its text.
-fn reread<'b>(file: &File, buf: &'b mut Vec<u8>) -> Option<&'b str> {
-    let mut len = 0;
-    loop {
-        if len == buf.len() {
-            buf.resize(buf.len() * 2, 0);
-        }
-        match file.read_at(&mut buf[len..], len as u64) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(_) => return None,
-        }
-    }
-    std::str::from_utf8(&buf[..len]).ok()
 }
 
 /// The children of `pid`, from every thread's /proc/<pid>/task/<tid>/children.
@@ -176,15 +163,7 @@ impl Tracked {
         self.last_ticks = (stat.utime_ticks, stat.stime_ticks);
         self.threads_peak = self.threads_peak.max(stat.threads);
         self.threads_last = stat.threads;
-        if let Some(c) = self
-            .status
-            .as_ref()
-            .and_then(|f| reread(f, text_buf))
-            .and_then(parse_ctx_switches)
-        {
-            self.ctx_first.get_or_insert(c);
-            self.ctx_last = Some(c);
-        }
+        self.threads.read(text_buf);
         if let Some(io) = self
             .io
             .as_ref()
@@ -208,10 +187,20 @@ impl Tracked {
                 self.last_ticks.1 as f64 / ticks,
                 self.threads_last
             ));
-            if let Some((v, i)) = self.ctx_last {
+            if let Some((c, schedstat)) = self.threads.total() {
                 line.push_str(&format!(
-                    ",\"voluntary_ctx_switches\":{v},\"involuntary_ctx_switches\":{i}"
+                    ",\"voluntary_ctx_switches\":{},\"involuntary_ctx_switches\":{}",
+                    c.voluntary_ctx_switches, c.involuntary_ctx_switches
                 ));
+                if schedstat {
+                    line.push_str(&format!(
+                        ",\"run_queue_s\":{:.3}",
+                        c.run_queue_ns as f64 / 1e9
+                    ));
+                }
+            }
+            if let Some(pss) = self.pss_last {
+                line.push_str(&format!(",\"pss_bytes\":{pss}"));
             }
             if let Some((r, w)) = self.io_last {
                 line.push_str(&format!(",\"read_bytes\":{r},\"write_bytes\":{w}"));
@@ -248,17 +237,23 @@ impl Sampler {
 /// all its CPU time counted; an older one, only what it uses from now on.
 fn track(pid: u32, now_s: f64, born_after_ticks: u64) -> Option<Tracked> {
     let snap = read_process(pid)?;
-    let baseline = if snap.start_ticks >= born_after_ticks {
+    let from_birth = snap.start_ticks >= born_after_ticks;
+    let baseline = if from_birth {
         (0, 0)
     } else {
         (snap.utime_ticks, snap.stime_ticks)
     };
+    let mut threads = Threads::new(pid, from_birth);
+    threads.discover(born_after_ticks);
     let open = |name: &str| File::open(format!("/proc/{pid}/{name}")).ok();
     Some(Tracked {
         stat: open("stat")?,
         statm: open("statm")?,
-        status: open("status"),
         io: open("io"),
+        smaps_rollup: open("smaps_rollup"),
+        threads,
+        pss_peak: None,
+        pss_last: None,
         children: open(&format!("task/{pid}/children")),
         ppid: snap.ppid,
         name: snap.comm,
@@ -272,8 +267,6 @@ fn track(pid: u32, now_s: f64, born_after_ticks: u64) -> Option<Tracked> {
         rss_samples: 0,
         threads_peak: snap.threads,
         threads_last: snap.threads,
-        ctx_first: None,
-        ctx_last: None,
         io_first: None,
         io_last: None,
         exited: false,
@@ -298,6 +291,7 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
     let mut tracked: BTreeMap<u32, Tracked> = BTreeMap::new();
     let mut samples: u64 = 0;
     let mut rss_peak_total: u64 = 0;
+    let mut pss_peak_total: Option<u64> = None;
     let mut buf = vec![0u8; 1024];
     let mut text_buf = vec![0u8; 4096];
     let mut next = started;
@@ -340,8 +334,21 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
             }
         }
         let mut rss_total = 0;
+        let mut pss_total: Option<u64> = None;
         let mut alive = 0;
         for (pid, t) in tracked.iter_mut().filter(|(_, t)| !t.exited) {
+            if full_scan {
+                t.threads.discover(born_after_ticks);
+                t.pss_last = t
+                    .smaps_rollup
+                    .as_ref()
+                    .and_then(|f| reread(f, &mut text_buf))
+                    .and_then(parse_pss_bytes);
+                if let Some(pss) = t.pss_last {
+                    t.pss_peak = Some(t.pss_peak.map_or(pss, |p| p.max(pss)));
+                    *pss_total.get_or_insert(0) += pss;
+                }
+            }
             // Detail ticks take the resident set from stat, which they read anyway.
             let rss = if detail {
                 t.read_counters(&mut buf, &mut text_buf, now_s, page)
@@ -370,6 +377,9 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
             }
         }
         rss_peak_total = rss_peak_total.max(rss_total);
+        if let Some(pss) = pss_total {
+            pss_peak_total = Some(pss_peak_total.map_or(pss, |p: u64| p.max(pss)));
+        }
         samples += 1;
         if let Some(c) = &config.samples_taken {
             c.store(samples, Ordering::Relaxed);
@@ -387,11 +397,18 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
         (Some(a), Some(b)) => Some((b.0.saturating_sub(a.0), b.1.saturating_sub(a.1))),
         _ => None,
     };
+    let mut run_queue_s: Option<f64> = None;
     let mut processes: Vec<ProcessUsage> = tracked
         .iter()
         .map(|(pid, t)| {
-            let ctx = delta(t.ctx_first, t.ctx_last);
+            let sched = t.threads.total();
             let io = delta(t.io_first, t.io_last);
+            let process_run_queue_s = sched
+                .filter(|(_, schedstat)| *schedstat)
+                .map(|(c, _)| c.run_queue_ns as f64 / 1e9);
+            if let Some(q) = process_run_queue_s {
+                *run_queue_s.get_or_insert(0.0) += q;
+            }
             ProcessUsage {
                 pid: *pid,
                 ppid: t.ppid,
@@ -408,8 +425,11 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
                     0
                 },
                 threads_peak: t.threads_peak,
-                voluntary_ctx_switches: ctx.map(|c| c.0),
-                involuntary_ctx_switches: ctx.map(|c| c.1),
+                voluntary_ctx_switches: sched.map(|(c, _)| c.voluntary_ctx_switches),
+                involuntary_ctx_switches: sched.map(|(c, _)| c.involuntary_ctx_switches),
+                run_queue_s: process_run_queue_s,
+                threads_seen: t.threads.seen() as u32,
+                pss_peak_bytes: t.pss_peak,
                 read_bytes: io.map(|c| c.0),
                 write_bytes: io.map(|c| c.1),
                 exited: t.exited,
@@ -438,6 +458,8 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
             0.0
         },
         rss_peak_bytes: rss_peak_total,
+        pss_peak_bytes: pss_peak_total,
+        run_queue_s,
         voluntary_ctx_switches: sum(|p| p.voluntary_ctx_switches),
         involuntary_ctx_switches: sum(|p| p.involuntary_ctx_switches),
         read_bytes: sum(|p| p.read_bytes),

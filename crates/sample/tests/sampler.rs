@@ -145,3 +145,67 @@ fn a_sampler_on_a_dead_pid_ends_at_once() {
     let s = sampler.stop();
     assert!(s.processes.is_empty());
 }
+
+#[test]
+fn context_switches_are_summed_over_every_thread() {
+    // Four threads sleep 150 times each while the main thread waits in join: the main
+    // thread's own counters (/proc/<pid>/status) hold a handful; every thread's, hundreds.
+    let mut child = Command::new(python())
+        .args([
+            "-c",
+            "import threading, time\n\
+             def work():\n    for _ in range(150):\n        time.sleep(0.01)\n\
+             ts = [threading.Thread(target=work) for _ in range(4)]\n\
+             [t.start() for t in ts]\n[t.join() for t in ts]\n",
+        ])
+        .spawn()
+        .unwrap();
+    let sampler = Sampler::start(child.id(), SamplerConfig::default());
+    child.wait().unwrap();
+    let s = sampler.stop();
+    let p = &s.processes[0];
+    // Threads are looked for once a second and these live 1.5 s or more (150 sleeps of at
+    // least 10 ms): every one is seen, for at least its last half second (25 sleeps).
+    assert!(p.threads_seen >= 5, "{p:?}");
+    assert!(p.voluntary_ctx_switches.unwrap() >= 4 * 25, "{p:?}");
+}
+
+#[test]
+fn a_program_sharing_its_cpu_shows_run_queue_time_not_waiting() {
+    // Two spinners pinned to one CPU: each is runnable all the time and runs about half of
+    // it. The sampled one's run-queue time is a large share of its wall time, its voluntary
+    // switches few: it never waited, it was not scheduled.
+    let spin = "import os, time\nos.sched_setaffinity(0, {0})\nend = time.time() + 3\nx = 0\nwhile time.time() < end:\n    x += 1\n";
+    let mut hog = Command::new(python()).args(["-c", spin]).spawn().unwrap();
+    let mut child = Command::new(python()).args(["-c", spin]).spawn().unwrap();
+    let sampler = Sampler::start(child.id(), SamplerConfig::default());
+    child.wait().unwrap();
+    let s = sampler.stop();
+    hog.wait().unwrap();
+    let queued = s.run_queue_s.expect("schedstat on Linux");
+    let cpu = s.cpu_user_s + s.cpu_sys_s;
+    assert!(queued >= 0.25 * s.wall_s, "run queue {queued} s of {} s", s.wall_s);
+    assert!(cpu + queued >= 0.8 * s.wall_s, "cpu {cpu} + queue {queued} of {}", s.wall_s);
+    let p = &s.processes[0];
+    assert!(
+        p.involuntary_ctx_switches.unwrap() > p.voluntary_ctx_switches.unwrap(),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn a_forked_tree_sharing_its_pages_has_a_pss_below_its_rss_sum() {
+    // A parent touches 128 MiB, then forks three children that keep the pages shared: the
+    // RSS sum counts them four times, the PSS sum once.
+    let code = "import os, time\nb = bytearray(128 << 20)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\n\
+                kids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(3)\n        os._exit(0)\n    kids.append(pid)\n\
+                [os.waitpid(k, 0) for k in kids]\n";
+    let mut child = Command::new(python()).args(["-c", code]).spawn().unwrap();
+    let sampler = Sampler::start(child.id(), SamplerConfig::default());
+    child.wait().unwrap();
+    let s = sampler.stop();
+    let pss = s.pss_peak_bytes.expect("smaps_rollup readable for our own children");
+    assert!(s.rss_peak_bytes >= 4 * (120 << 20), "{}", s.rss_peak_bytes);
+    assert!(pss >= 120 << 20, "pss {pss}");
+    assert!(pss * 2 < s.rss_peak_bytes, "pss {pss} rss sum {}", s.rss_peak_bytes);
+}

@@ -1,0 +1,241 @@
+//! Per-thread scheduler counters of one process: context switches from
+//! /proc/<pid>/task/<tid>/status and on-CPU and run-queue time from
+//! /proc/<pid>/task/<tid>/schedstat, summed over every thread seen. /proc/<pid>/status and
+//! /proc/<pid>/schedstat hold the thread-group leader's counters only, which for a threaded
+//! program (a training with data-loader threads, a threaded server) is a fraction of the
+//! truth; and only schedstat separates "runnable but not running" (the machine was busy)
+//! from "blocked" (the program waited).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+/// One reading of a thread, or a sum over threads.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SchedCounters {
+    pub voluntary_ctx_switches: u64,
+    pub involuntary_ctx_switches: u64,
+    /// Time on a CPU (schedstat field 1), in nanoseconds.
+    pub on_cpu_ns: u64,
+    /// Time runnable on a run queue but not running (schedstat field 2), in nanoseconds.
+    pub run_queue_ns: u64,
+}
+
+impl SchedCounters {
+    fn since(self, first: SchedCounters) -> SchedCounters {
+        SchedCounters {
+            voluntary_ctx_switches: self
+                .voluntary_ctx_switches
+                .saturating_sub(first.voluntary_ctx_switches),
+            involuntary_ctx_switches: self
+                .involuntary_ctx_switches
+                .saturating_sub(first.involuntary_ctx_switches),
+            on_cpu_ns: self.on_cpu_ns.saturating_sub(first.on_cpu_ns),
+            run_queue_ns: self.run_queue_ns.saturating_sub(first.run_queue_ns),
+        }
+    }
+
+    fn add(&mut self, other: SchedCounters) {
+        self.voluntary_ctx_switches += other.voluntary_ctx_switches;
+        self.involuntary_ctx_switches += other.involuntary_ctx_switches;
+        self.on_cpu_ns += other.on_cpu_ns;
+        self.run_queue_ns += other.run_queue_ns;
+    }
+}
+
+/// `run_ns wait_ns timeslices` of /proc/.../schedstat: on-CPU and run-queue nanoseconds.
+pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+    let mut f = text.split_ascii_whitespace();
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+}
+
+/// The `Pss:` line of /proc/<pid>/smaps_rollup, in bytes: the process's resident pages with
+/// each shared page divided among the processes that map it, so that a tree's sum counts a
+/// shared library once.
+pub fn parse_pss_bytes(smaps_rollup: &str) -> Option<u64> {
+    smaps_rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}
+
+struct Thread {
+    status: Option<File>,
+    schedstat: Option<File>,
+    first: Option<SchedCounters>,
+    last: Option<SchedCounters>,
+}
+
+/// The threads of one process, kept open and re-read like the sampler's other files.
+pub(crate) struct Threads {
+    pid: u32,
+    by_tid: BTreeMap<u32, Thread>,
+    /// Whether the process was born while sampling: its threads then count from birth.
+    from_birth: bool,
+}
+
+impl Threads {
+    pub(crate) fn new(pid: u32, from_birth: bool) -> Threads {
+        Threads {
+            pid,
+            by_tid: BTreeMap::new(),
+            from_birth,
+        }
+    }
+
+    /// Look for threads not yet tracked (the sampler does this once a second: a thread born
+    /// and ended between two looks is missed, and says so in the summary's docs).
+    pub(crate) fn discover(&mut self, born_after_ticks: u64) {
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+            return;
+        };
+        for e in dir.flatten() {
+            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
+                continue;
+            };
+            if self.by_tid.contains_key(&tid) {
+                continue;
+            }
+            let open = |name: &str| File::open(format!("/proc/{}/task/{tid}/{name}", self.pid)).ok();
+            // A thread born while sampling counts from zero; an older one from now.
+            let born_now = std::fs::read_to_string(format!("/proc/{}/task/{tid}/stat", self.pid))
+                .ok()
+                .and_then(|s| crate::proc::parse_stat(&s))
+                .is_some_and(|s| s.start_ticks >= born_after_ticks);
+            self.by_tid.insert(
+                tid,
+                Thread {
+                    status: open("status"),
+                    schedstat: open("schedstat"),
+                    first: (self.from_birth || born_now).then(SchedCounters::default),
+                    last: None,
+                },
+            );
+        }
+    }
+
+    /// Re-read every tracked thread; an ended one keeps its last reading.
+    pub(crate) fn read(&mut self, buf: &mut Vec<u8>) {
+        for t in self.by_tid.values_mut() {
+            let ctx = t
+                .status
+                .as_ref()
+                .and_then(|f| reread(f, buf))
+                .and_then(crate::sampler::parse_ctx_switches);
+            let Some((voluntary, involuntary)) = ctx else {
+                // Ended: no more readings, and its files can go.
+                t.status = None;
+                t.schedstat = None;
+                continue;
+            };
+            let sched = t
+                .schedstat
+                .as_ref()
+                .and_then(|f| reread(f, buf))
+                .and_then(parse_schedstat);
+            let now = SchedCounters {
+                voluntary_ctx_switches: voluntary,
+                involuntary_ctx_switches: involuntary,
+                on_cpu_ns: sched.map_or(0, |s| s.0),
+                run_queue_ns: sched.map_or(0, |s| s.1),
+            };
+            t.first.get_or_insert(now);
+            t.last = Some(now);
+        }
+    }
+
+    /// The counters' growth over every thread seen, and whether schedstat was readable.
+    pub(crate) fn total(&self) -> Option<(SchedCounters, bool)> {
+        let mut sum = SchedCounters::default();
+        let mut any = false;
+        let mut schedstat = false;
+        for t in self.by_tid.values() {
+            if let (Some(first), Some(last)) = (t.first, t.last) {
+                sum.add(last.since(first));
+                any = true;
+                schedstat |= last.on_cpu_ns > 0 || last.run_queue_ns > 0;
+            }
+        }
+        any.then_some((sum, schedstat))
+    }
+
+    pub(crate) fn seen(&self) -> usize {
+        self.by_tid.len()
+    }
+}
+
+/// Re-read an open /proc file from offset 0 (procfs regenerates it on each read at 0).
+pub(crate) fn reread<'b>(file: &File, buf: &'b mut Vec<u8>) -> Option<&'b str> {
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match file.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(_) => return None,
+        }
+    }
+    std::str::from_utf8(&buf[..len]).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedstat_and_pss_fields() {
+        assert_eq!(
+            parse_schedstat("940556 2150129 1\n"),
+            Some((940_556, 2_150_129))
+        );
+        assert_eq!(parse_schedstat("garbage"), None);
+        let rollup = "00400000-7ffd [rollup]\nRss:              10240 kB\nPss:               4096 kB\nPss_Anon:  1 kB\n";
+        assert_eq!(parse_pss_bytes(rollup), Some(4096 * 1024));
+        assert_eq!(parse_pss_bytes("Rss: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn every_thread_of_a_threaded_process_is_counted() {
+        // This test process: its threads' sum covers the spawned busy thread's CPU time,
+        // which the leader's own counters do not.
+        let pid = std::process::id();
+        let mut threads = Threads::new(pid, false);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let busy = std::thread::spawn(move || {
+            let mut x = 0u64;
+            while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                x = x.wrapping_add(std::hint::black_box(1));
+            }
+            x
+        });
+        let mut buf = vec![0u8; 4096];
+        // Discovered after the thread started: it counts from the first reading.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        threads.discover(u64::MAX);
+        threads.read(&mut buf);
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            threads.read(&mut buf);
+            let (sum, schedstat) = threads.total().unwrap();
+            if !schedstat || sum.on_cpu_ns > 100_000_000 || std::time::Instant::now() > deadline {
+                break;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        busy.join().unwrap();
+        assert!(threads.seen() >= 2, "{} threads", threads.seen());
+        let (sum, schedstat) = threads.total().unwrap();
+        assert_eq!(
+            schedstat,
+            std::path::Path::new("/proc/self/schedstat").exists()
+        );
+        if schedstat {
+            assert!(sum.on_cpu_ns > 100_000_000, "{sum:?}");
+        }
+    }
+}

@@ -83,6 +83,11 @@ pub struct PerfStat {
     /// Events the machine does not have.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unsupported: Vec<String>,
+    /// The processes it was attached to (`-p`), as they were at its start: perf counts their
+    /// threads, not children they had then. Empty for a started command (perf follows every
+    /// child it forks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attached_pids: Vec<u32>,
 }
 
 /// One row of `strace -c`.

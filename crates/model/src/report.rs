@@ -76,6 +76,8 @@ pub struct RunRef {
 pub struct CpuRow {
     pub run_id: String,
     pub sources: Vec<Source>,
+    /// What the row's figures cover: which processes and threads, over which window.
+    pub covers: Coverage,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,10 +90,23 @@ pub struct CpuRow {
     /// The same over the machine's logical CPUs, in %.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_utilization_of_machine_percent: Option<f64>,
+    /// Time runnable but not running (on a run queue, waiting for a CPU), summed over
+    /// threads (schedstat), and the same per second of wall time: cores' worth of waiting for
+    /// a CPU. Together with `cpu_utilization_cores` it is what the program wanted to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_queue_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_queue_cores: Option<f64>,
+    /// Context switches where the source splits them (getrusage, /proc): voluntary (the
+    /// thread blocked) and involuntary (it was preempted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voluntary_ctx_switches: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub involuntary_ctx_switches: Option<u64>,
+    /// Context switches of both kinds, where the source does not split them (perf stat's
+    /// `context-switches`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctx_switches: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voluntary_ctx_switches_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,6 +125,30 @@ pub struct CpuRow {
     pub ipc: Option<f64>,
 }
 
+/// What a figure covers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Coverage {
+    pub scope: CoverageScope,
+    /// Processes counted (at most; a tree's count is of those seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u32>,
+    /// Said in words: "pid 4121 and 3 children, every thread, 10.0 s".
+    pub text: String,
+}
+
+/// Which processes a figure covers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CoverageScope {
+    /// The target and every descendant (a started command's tree, a sampled tree).
+    #[default]
+    Tree,
+    /// The listed processes only, not their children.
+    Processes,
+    /// The whole machine.
+    Machine,
+}
+
 /// Memory of one place (`cpu`, `cuda:0`) in one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MemoryRow {
@@ -117,10 +156,23 @@ pub struct MemoryRow {
     /// `cpu` or `cuda:N`.
     pub place: String,
     pub sources: Vec<Source>,
+    /// Processes the CPU figures cover (a tree's, as the sampler saw it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u32>,
     /// Resident set: the largest seen, and at the last reading of a process that was attached
-    /// to (a started command's last reading is its exit, which says nothing).
+    /// to (a started command's last reading is its exit, which says nothing). For a tree of
+    /// several processes it is the largest sum at one reading, which counts a page shared by
+    /// several processes (libraries, fork's copy-on-write) once per process: read it beside
+    /// `pss_peak_bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_peak_bytes: Option<u64>,
+    /// The tree's proportional set size at its largest (each shared page divided among its
+    /// sharers): what the tree really held. Read once a second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pss_peak_bytes: Option<u64>,
+    /// The largest resident set of one process of the tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest_process_rss_peak_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_last_bytes: Option<u64>,
     /// Python heap at its peak (tracemalloc: Python objects; memray: every allocation), and
@@ -288,8 +340,11 @@ pub struct Hotspot {
     /// The hottest line where a line-level tool saw one, else the def line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
-    /// `python`, `native` or `gpu_kernel`.
+    /// `python`, `native`, `gpu_kernel`, or `waiting`: a Python frame sampled while it
+    /// blocked (`waits_in` names the call), which is not CPU work.
     pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_in: Option<String>,
     /// The best estimate: sampling first (least overhead), then deterministic.
     pub self_percent: f64,
     pub total_percent: f64,
@@ -336,6 +391,10 @@ pub struct Gain {
     /// Of the run's wall time, in %.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_percent: Option<f64>,
+    /// Of the CPU time a process attached to used in the window, in %: what a saving means
+    /// for a service, whose observation window is not a duration to shorten.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
     /// Of the memory it is part of (RSS peak, the GPU's memory), in %.

@@ -13,6 +13,7 @@ pub mod rules;
 mod series;
 pub mod session;
 mod tables;
+pub mod waits;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -209,7 +210,10 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
         memory: tables::memory_rows(&session, &series),
         interconnect: tables::interconnect(&session),
         gpu: tables::gpu_rows(&session),
-        hotspots: tables::hotspots(&config.root, &session),
+        hotspots: tables::hotspots(&config.root, &session).map(|mut t| {
+            waits::classify(&mut t, &|file, line| source_line(&config.root, file, line));
+            t
+        }),
         notes: session.notes.clone(),
         ..Report::default()
     };
@@ -264,6 +268,32 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
     report.charts = charts;
     report.notes.extend(chart_notes);
     Ok(report)
+}
+
+/// Line `line` (from 1) of a Python source a hotspot names, to see whether it blocks. Only a
+/// `.py` file under the root (read beneath it) or in a Python installation's library is
+/// read, at most 8 MiB of it; nothing of its text reaches the report but the name of a
+/// blocking call from a fixed list.
+fn source_line(root: &Path, file: &str, line: u32) -> Option<String> {
+    const MAX_SOURCE_BYTES: u64 = 8 << 20;
+    if !file.ends_with(".py") || line == 0 {
+        return None;
+    }
+    let text = if Path::new(file).is_absolute() {
+        if !file.contains("/lib/python") {
+            return None;
+        }
+        let f = std::fs::File::open(file).ok()?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_SOURCE_BYTES), &mut text)
+            .ok()?;
+        text
+    } else {
+        let fs = system_profile_confine::Confined::open(root).ok()?;
+        String::from_utf8_lossy(&fs.read_capped(Path::new(file), MAX_SOURCE_BYTES).ok()?.0)
+            .into_owned()
+    };
+    text.lines().nth(line as usize - 1).map(str::to_string)
 }
 
 /// The Markdown of a report.

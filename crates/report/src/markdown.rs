@@ -55,11 +55,34 @@ fn slash(parts: &[String]) -> String {
     parts.join(" / ")
 }
 
+/// A cell that says nothing: `—`, or only dashes between slashes and around brackets.
+fn is_empty_cell(cell: &str) -> bool {
+    cell.chars()
+        .all(|c| matches!(c, '—' | '/' | ' ' | '(' | ')'))
+}
+
+/// A Markdown table, without the columns no row has a value in (after the first, which
+/// names the row).
 fn table(md: &mut String, head: &[String], rows: &[Vec<String>]) {
-    md.push_str(&format!("| {} |\n", head.join(" | ")));
-    md.push_str(&format!("|{}\n", "---|".repeat(head.len())));
+    let keep: Vec<usize> = (0..head.len())
+        .filter(|&c| {
+            c == 0
+                || rows.is_empty()
+                || rows
+                    .iter()
+                    .any(|r| r.get(c).is_some_and(|cell| !is_empty_cell(cell)))
+        })
+        .collect();
+    let pick = |cells: &[String]| -> String {
+        keep.iter()
+            .map(|&c| cells.get(c).map(String::as_str).unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    md.push_str(&format!("| {} |\n", pick(head)));
+    md.push_str(&format!("|{}\n", "---|".repeat(keep.len())));
     for r in rows {
-        md.push_str(&format!("| {} |\n", r.join(" | ")));
+        md.push_str(&format!("| {} |\n", pick(r)));
     }
     md.push('\n');
 }
@@ -115,6 +138,7 @@ pub fn render(report: &Report) -> String {
         tr(lang, "Profile report", "プロファイルレポート"),
         report.session
     ));
+    summary(&mut md, report);
     // Runs read.
     md.push_str(&format!("## {}\n\n", tr(lang, "Runs", "実行")));
     let rows: Vec<Vec<String>> = report
@@ -168,6 +192,112 @@ pub fn render(report: &Report) -> String {
     md
 }
 
+/// The verdict first: what dominates, the top three recommendations, what was not measured.
+fn summary(md: &mut String, report: &Report) {
+    let lang = report.lang;
+    md.push_str(&format!("## {}\n\n", tr(lang, "Summary", "要約")));
+    let hot = report
+        .hotspots
+        .iter()
+        .flat_map(|t| t.rows.iter())
+        .find(|h| h.kind == "python" || h.kind == "native");
+    if let Some(h) = hot {
+        let at = h
+            .file
+            .as_deref()
+            .map(|f| {
+                format!(
+                    " ({}{})",
+                    f,
+                    h.line.map(|l| format!(":{l}")).unwrap_or_default()
+                )
+            })
+            .unwrap_or_default();
+        md.push_str(&tr(
+            lang,
+            format!(
+                "- Most CPU: `{}`{} with {} of the samples in its own code.\n",
+                esc(&h.function),
+                esc(&at),
+                pct(h.self_percent)
+            ),
+            format!(
+                "- CPU 最大: `{}`{}、自身のコードでサンプルの {}。\n",
+                esc(&h.function),
+                esc(&at),
+                pct(h.self_percent)
+            ),
+        ));
+    }
+    if let Some(w) = report
+        .hotspots
+        .iter()
+        .flat_map(|t| t.rows.iter())
+        .find(|h| h.kind == "waiting")
+    {
+        md.push_str(&tr(
+            lang,
+            format!(
+                "- Sampled while blocked, not working: `{}` in `{}` ({} of the samples).\n",
+                esc(w.waits_in.as_deref().unwrap_or("?")),
+                esc(&w.function),
+                pct(w.self_percent)
+            ),
+            format!(
+                "- 待機中（処理ではない）のサンプル: `{}` 内の `{}`（サンプルの {}）。\n",
+                esc(&w.function),
+                esc(w.waits_in.as_deref().unwrap_or("?")),
+                pct(w.self_percent)
+            ),
+        ));
+    }
+    for (i, r) in report.recommendations.iter().take(3).enumerate() {
+        md.push_str(&format!("- #{}: {}\n", i + 1, prose(&r.title)));
+    }
+    if report.recommendations.is_empty() {
+        md.push_str(&tr(
+            lang,
+            "- No recommendation: nothing measured crosses a rule's threshold.\n",
+            "- 推奨事項なし: 閾値を超えた測定値はない。\n",
+        ));
+    }
+    let failed: Vec<String> = report
+        .runs
+        .iter()
+        .filter(|r| r.status == "failed" || r.status == "cancelled")
+        .map(|r| format!("{} ({})", r.run_id, r.status))
+        .collect();
+    let not_measured: Vec<String> = report
+        .omitted
+        .iter()
+        .map(|o| table_name(lang, &o.table))
+        .collect();
+    if !not_measured.is_empty() {
+        md.push_str(&tr(
+            lang,
+            format!(
+                "- Not measured: {} (why: in each section).\n",
+                not_measured.join(", ")
+            ),
+            format!("- 未測定: {}（理由は各節）。\n", not_measured.join("、")),
+        ));
+    }
+    if !failed.is_empty() {
+        md.push_str(&tr(
+            lang,
+            format!(
+                "- Runs that did not complete, left out of the tables: {} (see Notes).\n",
+                failed.join(", ")
+            ),
+            format!(
+                "- 完了しなかった実行（表から除外）: {}（注記を参照）。\n",
+                failed.join("、")
+            ),
+        ));
+    }
+    md.push('\n');
+}
+
 fn cpu(md: &mut String, report: &Report) {
     let lang = report.lang;
     if !open_section(md, report, "cpu") {
@@ -179,15 +309,18 @@ fn cpu(md: &mut String, report: &Report) {
         .map(|r| {
             vec![
                 r.run_id.clone(),
+                esc(&r.covers.text),
                 cell(r.wall_s, secs),
                 cell(r.user_s, secs),
                 cell(r.sys_s, secs),
                 cell(r.cpu_utilization_cores, |c| format!("{c:.2}")),
+                cell(r.run_queue_cores, |c| format!("{c:.2}")),
                 cell(r.cpu_utilization_of_machine_percent, pct),
                 slash(&[
                     cell(r.voluntary_ctx_switches, num),
                     cell(r.involuntary_ctx_switches, num),
                 ]),
+                cell(r.ctx_switches, num),
                 slash(&[
                     cell(r.voluntary_ctx_switches_per_s, rate),
                     cell(r.involuntary_ctx_switches_per_s, rate),
@@ -210,15 +343,18 @@ fn cpu(md: &mut String, report: &Report) {
             lang,
             &[
                 ("Run", "実行"),
+                ("Covers", "対象範囲"),
                 ("Wall", "実時間"),
                 ("User", "ユーザー"),
                 ("Sys", "システム"),
                 ("CPU util (cores)", "CPU 使用率（コア）"),
+                ("Waiting for a CPU (cores)", "CPU 待ち（コア）"),
                 ("Of machine", "マシン比"),
                 (
                     "Ctx switches vol / invol",
                     "コンテキストスイッチ 自発 / 非自発",
                 ),
+                ("Ctx switches (both kinds)", "コンテキストスイッチ（合計）"),
                 ("Per s vol / invol", "毎秒 自発 / 非自発"),
                 (
                     "Page faults (major / minor)",
@@ -234,8 +370,8 @@ fn cpu(md: &mut String, report: &Report) {
     if let Some(n) = report.logical_cpus {
         md.push_str(&tr(
             lang,
-            format!("CPU utilisation is CPU time over wall time; the machine has {n} logical CPUs. IPC is shown where hardware counters exist.\n\n"),
-            format!("CPU 使用率は CPU 時間 ÷ 実時間。このマシンの論理 CPU は {n} 個。IPC はハードウェアカウンタがある場合のみ。\n\n"),
+            format!("CPU utilisation is CPU time over wall time; waiting for a CPU is the time runnable but not running (on a run queue, schedstat) over wall time: the two together are what the program wanted to run, and the rest of the wall time it was blocked. Voluntary switches are a thread blocking, involuntary ones a thread preempted; perf counts both in one figure. The machine has {n} logical CPUs. IPC is shown where hardware counters exist.\n\n"),
+            format!("CPU 使用率は CPU 時間 ÷ 実時間。CPU 待ちは実行可能なのに実行されなかった時間（run queue、schedstat）÷ 実時間。両者の和がプログラムが実行したかった量で、残りの実時間はブロックしていた。自発的スイッチはスレッドのブロック、非自発的はプリエンプション。perf は両方を 1 つの数で数える。このマシンの論理 CPU は {n} 個。IPC はハードウェアカウンタがある場合のみ。\n\n"),
         ));
     }
 }
@@ -252,7 +388,20 @@ fn memory(md: &mut String, report: &Report) {
             vec![
                 r.run_id.clone(),
                 r.place.clone(),
-                cell(r.rss_peak_bytes, bytes),
+                match (r.rss_peak_bytes, r.processes) {
+                    (Some(b), Some(n)) if n > 1 => tr(
+                        lang,
+                        format!("{} (sum of {n} processes)", bytes(b)),
+                        format!("{}（{n} プロセスの和）", bytes(b)),
+                    ),
+                    (b, _) => cell(b, bytes),
+                },
+                cell(r.pss_peak_bytes, bytes),
+                cell(
+                    r.largest_process_rss_peak_bytes
+                        .filter(|_| r.processes.is_some_and(|n| n > 1)),
+                    bytes,
+                ),
                 cell(r.rss_last_bytes, bytes),
                 slash(&[
                     cell(r.heap_peak_bytes, bytes),
@@ -285,6 +434,8 @@ fn memory(md: &mut String, report: &Report) {
                 ("Run", "実行"),
                 ("Where", "場所"),
                 ("RSS peak", "RSS ピーク"),
+                ("PSS peak (tree)", "PSS ピーク（ツリー）"),
+                ("Largest process RSS", "最大プロセスの RSS"),
                 ("RSS now (attached)", "現在の RSS（アタッチ時）"),
                 ("Heap peak / at exit", "ヒープ ピーク / 終了時"),
                 (
@@ -301,8 +452,8 @@ fn memory(md: &mut String, report: &Report) {
     );
     md.push_str(&tr(
         lang,
-        "Duplicated: bytes of tensors with the same shape, dtype and sampled content found on the CPU and on a GPU at once, and held twice or more on the same place (every copy but one), from the instrumentation. Share of GPUs: this device's part of the GPUs' peak memory (even is 1/N).\n\n",
-        "重複: 形状・dtype・標本化した内容が同じテンソルのうち、CPU と GPU に同時にあったもの、および同じ場所に 2 つ以上あったもの（1 つを除く全コピー）のバイト数。計測コードによる。GPU 間の比率: 各デバイスのピークメモリが全 GPU に占める割合（均等なら 1/N）。\n\n",
+        "RSS of a tree is the largest sum over its processes at one reading, which counts a page shared by several processes once per process; PSS divides each shared page among its sharers and is what the tree really held. Duplicated: bytes of tensors with the same shape, dtype and sampled content found on the CPU and on a GPU at once, and held twice or more on the same place (every copy but one), from the instrumentation. Share of GPUs: this device's part of the GPUs' peak memory (even is 1/N).\n\n",
+        "ツリーの RSS は 1 回の読み取りでの全プロセスの和で、共有ページをプロセスごとに数える。PSS は共有ページを共有数で割ったもので、ツリーが実際に保持した量。重複: 形状・dtype・標本化した内容が同じテンソルのうち、CPU と GPU に同時にあったもの、および同じ場所に 2 つ以上あったもの（1 つを除く全コピー）のバイト数。計測コードによる。GPU 間の比率: 各デバイスのピークメモリが全 GPU に占める割合（均等なら 1/N）。\n\n",
     ));
 }
 
@@ -621,7 +772,14 @@ fn recommendations(md: &mut String, report: &Report) {
                 format!("{}（メモリの {}）", bytes(m), pct(p)),
             ),
             (None, _, Some(m), None) => bytes(m),
-            _ => tr(lang, "not estimated", "見積りなし"),
+            _ => match r.gain.cpu_percent {
+                Some(c) => tr(
+                    lang,
+                    format!("{} of the process's CPU time", pct(c)),
+                    format!("プロセスの CPU 時間の {}", pct(c)),
+                ),
+                None => tr(lang, "not estimated", "見積りなし"),
+            },
         };
         md.push_str(&format!("{}. **{}**\n", i + 1, prose(&r.title)));
         md.push_str(&format!("   {}\n", r.action));

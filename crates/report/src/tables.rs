@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use system_profile_model::metrics::{PerfStat, StackProfile, TraceCopies};
 use system_profile_model::peaks::{gpu_peaks, pcie_gbps_per_direction};
 use system_profile_model::report::{
-    CommComputeRow, CpuRow, FlameGraph, GpuRow, Hotspot, HotspotEvidence, HotspotTable,
-    InterconnectRow, InterconnectTable, MemoryRow, Source,
+    CommComputeRow, Coverage, CoverageScope, CpuRow, FlameGraph, GpuRow, Hotspot, HotspotEvidence,
+    HotspotTable, InterconnectRow, InterconnectTable, MemoryRow, Source,
 };
 use system_profile_model::run::RunRecord;
 
@@ -40,10 +40,18 @@ fn per_s(count: Option<u64>, wall_s: Option<f64>) -> Option<f64> {
     }
 }
 
+/// Whether a run's figures belong in the tables: a failed or cancelled run's are partial at
+/// best and zeros at worst (the report's notes say why it is left out); a run stopped by its
+/// timeout keeps what it measured until then.
+pub fn measured(run: &RunRecord) -> bool {
+    use system_profile_model::run::RunStatus;
+    !matches!(run.status, RunStatus::Failed | RunStatus::Cancelled)
+}
+
 /// One row per run that measured CPU time (`time -v`, `perf stat`, the /proc sampler).
 pub fn cpu_rows(session: &Session) -> Vec<CpuRow> {
     let mut rows = Vec::new();
-    for run in &session.runs {
+    for run in session.runs.iter().filter(|r| measured(r)) {
         let m = &run.metrics;
         if m.time_v.is_none() && m.perf_stat.is_none() && m.procfs.is_none() {
             continue;
@@ -52,6 +60,7 @@ pub fn cpu_rows(session: &Session) -> Vec<CpuRow> {
             run_id: run.run_id.clone(),
             ..CpuRow::default()
         };
+        row.covers = coverage(run);
         if let Some(t) = &m.time_v {
             row.sources.push(cite(run, "time_v"));
             row.wall_s = Some(t.wall_s);
@@ -70,9 +79,8 @@ pub fn cpu_rows(session: &Session) -> Vec<CpuRow> {
             row.sources.push(cite(run, "perf_stat_csv"));
             row.wall_s = row.wall_s.or(run.wall_s);
             row.cpu_utilization_cores = row.cpu_utilization_cores.or(p.cpus_utilized);
-            row.voluntary_ctx_switches = row
-                .voluntary_ctx_switches
-                .or(perf_counter(p, &["context-switches", "cs"]));
+            // perf counts both kinds together: its own column, never the voluntary one.
+            row.ctx_switches = perf_counter(p, &["context-switches", "cs"]);
             row.page_faults = row
                 .page_faults
                 .or(perf_counter(p, &["page-faults", "faults"]));
@@ -93,6 +101,11 @@ pub fn cpu_rows(session: &Session) -> Vec<CpuRow> {
             row.involuntary_ctx_switches = row
                 .involuntary_ctx_switches
                 .or(Some(s.involuntary_ctx_switches));
+            row.run_queue_s = s.run_queue_s;
+            row.run_queue_cores = s
+                .run_queue_s
+                .zip(row.wall_s)
+                .and_then(|(q, w)| (w > 0.0).then(|| q / w));
         }
         row.voluntary_ctx_switches_per_s = per_s(row.voluntary_ctx_switches, row.wall_s);
         row.involuntary_ctx_switches_per_s = per_s(row.involuntary_ctx_switches, row.wall_s);
@@ -106,11 +119,75 @@ pub fn cpu_rows(session: &Session) -> Vec<CpuRow> {
     rows
 }
 
+/// What a run's CPU figures cover, in the terms of its best source: `time -v` and perf on a
+/// started command count the command and its children; perf attached by pid counts the
+/// processes it attached to; the sampler counts the tree it followed.
+pub fn coverage(run: &RunRecord) -> Coverage {
+    use system_profile_model::run::RunTarget;
+    let m = &run.metrics;
+    let window = run
+        .wall_s
+        .or(m.procfs.as_ref().map(|p| p.wall_s))
+        .map(|w| format!(", {w:.1} s"))
+        .unwrap_or_default();
+    let started = matches!(run.target, RunTarget::Command { .. });
+    if let Some(p) = m.perf_stat.as_ref().filter(|p| !p.attached_pids.is_empty()) {
+        if m.procfs.is_none() {
+            let pids: Vec<String> = p.attached_pids.iter().take(8).map(u32::to_string).collect();
+            let more = p.attached_pids.len().saturating_sub(8);
+            return Coverage {
+                scope: CoverageScope::Processes,
+                processes: Some(p.attached_pids.len() as u32),
+                text: format!(
+                    "pid {}{} as they were at the start (every thread){window}",
+                    pids.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                ),
+            };
+        }
+    }
+    if let Some(s) = &m.procfs {
+        let n = s.processes.len() as u32;
+        let others = n.saturating_sub(1);
+        return Coverage {
+            scope: CoverageScope::Tree,
+            processes: Some(n),
+            text: match others {
+                0 => format!("pid {} (every thread; no child seen){window}", s.root_pid),
+                _ => format!(
+                    "pid {} and {others} descendant(s) seen (every thread){window}",
+                    s.root_pid
+                ),
+            },
+        };
+    }
+    if let RunTarget::System { .. } = run.target {
+        return Coverage {
+            scope: CoverageScope::Machine,
+            processes: None,
+            text: format!("the whole machine{window}"),
+        };
+    }
+    Coverage {
+        scope: CoverageScope::Tree,
+        processes: None,
+        text: if started {
+            format!("the command and every child it waited for (every thread){window}")
+        } else {
+            format!("the target's tree{window}")
+        },
+    }
+}
+
 /// The CPU row and one row per GPU of each run that measured memory, then the
 /// instrumentation's readings (torch's allocator per device, the duplicated tensors).
 pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> Vec<MemoryRow> {
     let mut rows = Vec::new();
-    for run in &session.runs {
+    for run in session.runs.iter().filter(|r| measured(r)) {
         let m = &run.metrics;
         let mut cpu = MemoryRow {
             run_id: run.run_id.clone(),
@@ -121,6 +198,9 @@ pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> V
             // The tree's sum at one tick: what the machine really held for the target.
             cpu.sources.push(cite(run, "procfs_jsonl"));
             cpu.rss_peak_bytes = Some(s.rss_peak_bytes);
+            cpu.processes = Some(s.processes.len() as u32);
+            cpu.pss_peak_bytes = s.pss_peak_bytes;
+            cpu.largest_process_rss_peak_bytes = s.processes.iter().map(|p| p.rss_peak_bytes).max();
             if matches!(run.target, system_profile_model::run::RunTarget::Pid { .. }) {
                 cpu.rss_last_bytes = series
                     .get(&run.run_id)
@@ -844,6 +924,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
             }
             None => {
                 merged.push(Hotspot {
+                    waits_in: None,
                     function: s.function,
                     file: s.file,
                     line: s.line,
@@ -904,6 +985,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
                 break;
             }
             kernels.push(Hotspot {
+                waits_in: None,
                 function: k.name.chars().take(100).collect(),
                 file: None,
                 line: None,

@@ -1223,7 +1223,11 @@ fn perf_target(input: &RunProfilerInput) -> Result<Vec<String>, RunError> {
     Ok(match &input.target {
         RunTarget::Pid { pid } => vec![
             "-p".into(),
-            pid.to_string(),
+            attached_pids(*pid)
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
             "--".into(),
             "sleep".into(),
             format!("{}", window(input).as_secs_f64()),
@@ -1236,7 +1240,19 @@ fn perf_target(input: &RunProfilerInput) -> Result<Vec<String>, RunError> {
     })
 }
 
-/// `perf stat -x,` of a started command, or of a PID for the window.
+/// The process and its descendants now: `perf stat -p` counts the threads of the processes
+/// it is given, not their children, so a server's workers are named one by one.
+fn attached_pids(pid: u32) -> Vec<u32> {
+    let table = system_profile_sample::proc::list_processes();
+    let tree = system_profile_sample::proc::tree(&table, pid);
+    if table.iter().any(|p| p.pid == pid) {
+        tree
+    } else {
+        vec![pid]
+    }
+}
+
+/// `perf stat -x,` of a started command, or of a PID's tree for the window.
 async fn perf_stat(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
     let csv = place.dir.join("perf-stat.csv");
     let mut argv: Vec<String> = vec![
@@ -1274,10 +1290,25 @@ async fn perf_stat(input: &RunProfilerInput, place: &RunPlace) -> Result<Executi
             .iter()
             .map(|d| format!("perf stat: {}", d.message)),
     );
-    e.metrics.perf_stat = Some(parsed.value);
+    let mut stat = parsed.value;
+    if let Some(i) = argv_pids(&e.argv) {
+        stat.attached_pids = i;
+    }
+    e.metrics.perf_stat = Some(stat);
     e.artifacts.extend(file_artifact(csv, "perf_stat_csv"));
     explain_exit(&mut e);
     Ok(e)
+}
+
+/// The pids given to `-p`, from the argv that ran.
+fn argv_pids(argv: &[String]) -> Option<Vec<u32>> {
+    let at = argv.iter().position(|a| a == "-p")?;
+    Some(
+        argv.get(at + 1)?
+            .split(',')
+            .filter_map(|p| p.parse().ok())
+            .collect(),
+    )
 }
 
 /// The advice for a refused ptrace, found in a tool's stderr.

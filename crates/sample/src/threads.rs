@@ -98,7 +98,8 @@ impl Threads {
             if self.by_tid.contains_key(&tid) {
                 continue;
             }
-            let open = |name: &str| File::open(format!("/proc/{}/task/{tid}/{name}", self.pid)).ok();
+            let open =
+                |name: &str| File::open(format!("/proc/{}/task/{tid}/{name}", self.pid)).ok();
             // A thread born while sampling counts from zero; an older one from now.
             let born_now = std::fs::read_to_string(format!("/proc/{}/task/{tid}/stat", self.pid))
                 .ok()

@@ -184,8 +184,16 @@ fn a_program_sharing_its_cpu_shows_run_queue_time_not_waiting() {
     hog.wait().unwrap();
     let queued = s.run_queue_s.expect("schedstat on Linux");
     let cpu = s.cpu_user_s + s.cpu_sys_s;
-    assert!(queued >= 0.25 * s.wall_s, "run queue {queued} s of {} s", s.wall_s);
-    assert!(cpu + queued >= 0.8 * s.wall_s, "cpu {cpu} + queue {queued} of {}", s.wall_s);
+    assert!(
+        queued >= 0.25 * s.wall_s,
+        "run queue {queued} s of {} s",
+        s.wall_s
+    );
+    assert!(
+        cpu + queued >= 0.8 * s.wall_s,
+        "cpu {cpu} + queue {queued} of {}",
+        s.wall_s
+    );
     let p = &s.processes[0];
     assert!(
         p.involuntary_ctx_switches.unwrap() > p.voluntary_ctx_switches.unwrap(),
@@ -204,8 +212,14 @@ fn a_forked_tree_sharing_its_pages_has_a_pss_below_its_rss_sum() {
     let sampler = Sampler::start(child.id(), SamplerConfig::default());
     child.wait().unwrap();
     let s = sampler.stop();
-    let pss = s.pss_peak_bytes.expect("smaps_rollup readable for our own children");
+    let pss = s
+        .pss_peak_bytes
+        .expect("smaps_rollup readable for our own children");
     assert!(s.rss_peak_bytes >= 4 * (120 << 20), "{}", s.rss_peak_bytes);
     assert!(pss >= 120 << 20, "pss {pss}");
-    assert!(pss * 2 < s.rss_peak_bytes, "pss {pss} rss sum {}", s.rss_peak_bytes);
+    assert!(
+        pss * 2 < s.rss_peak_bytes,
+        "pss {pss} rss sum {}",
+        s.rss_peak_bytes
+    );
 }

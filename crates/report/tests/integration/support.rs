@@ -84,6 +84,22 @@ impl Root {
             std::fs::create_dir_all(helper.parent().unwrap()).unwrap();
             std::fs::write(&helper, system_profile_instrument::HELPER_SOURCE).unwrap();
         }
+        // The programs as they stood in the scratch root (the report reads their lines to
+        // tell a blocked frame from a working one), where a change did not leave its own.
+        for e in std::fs::read_dir(data("programs")).unwrap().flatten() {
+            let to = self.path().join(e.file_name());
+            if !to.exists() {
+                std::fs::copy(e.path(), to).unwrap();
+            }
+        }
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        std::fs::create_dir_all(self.path().join("examples")).unwrap();
+        for name in ["cpu_hotspot.py", "memory_hog.py"] {
+            let to = self.path().join("examples").join(name);
+            if !to.exists() {
+                std::fs::copy(examples.join(name), to).unwrap();
+            }
+        }
         session
     }
 

@@ -1,0 +1,167 @@
+//! Rules on host and device memory: duplicated tensors, allocation sites.
+
+use super::*;
+use crate::fmt::{bytes, num, pct, tr};
+use system_profile_model::report::{Confidence, Source};
+
+pub(super) fn duplicated_tensors(inputs: &Inputs) -> Vec<Draft> {
+    let lang = inputs.lang;
+    let Some(d) = inputs
+        .session
+        .instrument
+        .as_ref()
+        .and_then(|s| s.duplicates.as_ref())
+        .filter(|d| d.bytes_duplicated >= DUPLICATED_MIN_BYTES)
+    else {
+        return Vec::new();
+    };
+    let rows = &inputs.report.memory;
+    let rss = rows
+        .iter()
+        .filter(|r| r.place == "cpu")
+        .filter_map(|r| r.rss_peak_bytes)
+        .max();
+    let cross = d.groups.iter().any(|g| g.cross_device);
+    let groups = d
+        .groups
+        .iter()
+        .take(3)
+        .map(|g| {
+            format!(
+                "{:?} {} x{} on {}",
+                g.shape,
+                g.dtype,
+                g.copies,
+                g.devices.join("+")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let site = &d.site;
+    let (title, action) = if cross {
+        (
+            tr(lang, format!("Free {} of tensors held on both CPU and GPU", bytes(d.bytes_duplicated)), format!("CPU と GPU の両方にあるテンソル {} を解放", bytes(d.bytes_duplicated))),
+            tr(
+                lang,
+                format!("At {site} the same data sat in host memory after it was copied to the GPU ({groups}). Drop the host copy once it is on the device (`del` the CPU tensor, load straight to the GPU with `map_location`/`device=`), or keep one pinned staging buffer instead."),
+                format!("{site} で、GPU にコピー済みのデータがホストメモリにも残っていた（{groups}）。デバイスに移したらホスト側を手放す（CPU テンソルを `del`、`map_location`/`device=` で直接 GPU に読み込む）か、ピン留めした受け渡し用バッファ 1 つにする。"),
+            ),
+        )
+    } else {
+        (
+            tr(lang, format!("Free {} of tensors held twice", bytes(d.bytes_duplicated)), format!("二重に保持されたテンソル {} を解放", bytes(d.bytes_duplicated))),
+            tr(
+                lang,
+                format!("At {site} the same data was held more than once ({groups}). Keep one copy: drop the `clone()`/`copy()` or the second load, use views (`view`, slicing) or in-place operations, and `del` the original once the copy is made."),
+                format!("{site} で同じデータが複数回保持されていた（{groups}）。コピーは 1 つにする: `clone()`/`copy()` や二度目の読み込みをやめ、ビュー（`view`、スライス）やインプレース演算を使い、コピー後は元を `del` する。"),
+            ),
+        )
+    };
+    let evidence_row = rows
+        .iter()
+        .find(|r| r.run_id == "instrument" && r.place == "cpu")
+        .map(|r| format!("memory {} cpu duplicated", r.run_id))
+        .unwrap_or_else(|| "memory instrument duplicated".into());
+    vec![Draft {
+        title,
+        action,
+        evidence: vec![evidence_row],
+        sources: vec![Source {
+            run_id: "instrument".into(),
+            artifact: Some(system_profile_instrument::LOG_FILE.into()),
+        }],
+        confidence: Confidence::High,
+        ..Draft::saves_memory(d.bytes_duplicated, rss)
+    }]
+}
+
+pub(super) fn python_allocation_site(inputs: &Inputs) -> Vec<Draft> {
+    let lang = inputs.lang;
+    let mut out = Vec::new();
+    for run in &inputs.session.runs {
+        let Some(p) = &run.metrics.python_memory else {
+            continue;
+        };
+        let Some(site) = p.peak_sites_by_size.first() else {
+            continue;
+        };
+        if site.size_bytes < ALLOC_SITE_MIN_BYTES
+            || (site.size_bytes as f64) < ALLOC_SITE_SHARE * p.peak_bytes as f64
+        {
+            continue;
+        }
+        let gain = site.size_bytes / 2;
+        out.push(Draft {
+            title: tr(
+                lang,
+                format!("{}:{} holds {} at the peak", site.file, site.line, bytes(site.size_bytes)),
+                format!("{}:{} がピーク時に {} を保持", site.file, site.line, bytes(site.size_bytes)),
+            ),
+            action: tr(
+                lang,
+                format!(
+                    "{} live blocks allocated at {}:{} make {} of the Python heap's {} peak. Stream it (a generator, chunks), use a compact type (NumPy arrays, `array`, `__slots__`), or free it before the next large allocation; halving it saves about {}.",
+                    num(site.count), site.file, site.line, pct(site.size_bytes as f64 / p.peak_bytes.max(1) as f64 * 100.0), bytes(p.peak_bytes), bytes(gain)
+                ),
+                format!(
+                    "{}:{} で確保された {} 個のブロックが Python ヒープのピーク {} の {} を占める。逐次処理（ジェネレータ、分割）にする、小さな型（NumPy 配列、`array`、`__slots__`）にする、次の大きな確保の前に解放する。半減で約 {} 削減。",
+                    site.file, site.line, num(site.count), bytes(p.peak_bytes), pct(site.size_bytes as f64 / p.peak_bytes.max(1) as f64 * 100.0), bytes(gain)
+                ),
+            ),
+            evidence: vec![format!("memory {} cpu heap", run.run_id)],
+            sources: vec![crate::tables::cite(run, "tracemalloc_json")],
+            confidence: Confidence::Medium,
+            ..Draft::saves_memory(gain, Some(p.peak_bytes))
+        });
+    }
+    for run in &inputs.session.runs {
+        let Some(a) = &run.metrics.allocations else {
+            continue;
+        };
+        // memray ranks every place, the interpreter's imports included; the user can change
+        // only their own code: the first site under the run's directory, outside packages.
+        let cwd = std::path::Path::new(&run.cwd);
+        // (A script run by a relative path has relative file names.)
+        let own = a.top_by_size.iter().find(|s| {
+            let f = std::path::Path::new(&s.file);
+            (f.starts_with(cwd) || (f.is_relative() && !s.file.starts_with('<')))
+                && !s.file.contains("site-packages")
+        });
+        let Some((site, size)) = own.and_then(|s| Some((s, s.size_bytes?))) else {
+            continue;
+        };
+        if size < ALLOC_SITE_MIN_BYTES || (size as f64) < ALLOC_SITE_SHARE * a.peak_bytes as f64 {
+            continue;
+        }
+        let file = std::path::Path::new(&site.file)
+            .strip_prefix(cwd)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| site.file.clone());
+        let line = site.line.map(|l| format!(":{l}")).unwrap_or_default();
+        // Allocated over the run, not all live at once: a quarter of it is a safe saving.
+        let gain = size.min(a.peak_bytes) / 4;
+        out.push(Draft {
+            title: tr(
+                lang,
+                format!("{file}{line} ({}) allocates {} over the run", site.function, bytes(size)),
+                format!("{file}{line}（{}）が実行中に {} を確保", site.function, bytes(size)),
+            ),
+            action: tr(
+                lang,
+                format!(
+                    "memray ranks {file}{line} first among the program's own allocation sites: {} allocated there, against a heap peak of {}. Allocate once and reuse, stream instead of building whole lists, or use a compact type (NumPy arrays, `array`, `__slots__`); a quarter less is about {}.",
+                    bytes(size), bytes(a.peak_bytes), bytes(gain)
+                ),
+                format!(
+                    "memray の集計で、プログラム自身の確保箇所の首位は {file}{line}：{} を確保（ヒープのピークは {}）。一度確保して再利用する、リスト全体を作らず逐次処理にする、小さな型（NumPy 配列、`array`、`__slots__`）にする。4 分の 1 減で約 {}。",
+                    bytes(size), bytes(a.peak_bytes), bytes(gain)
+                ),
+            ),
+            evidence: vec![format!("memory {} cpu heap", run.run_id)],
+            sources: vec![crate::tables::cite(run, "memray_stats_json")],
+            confidence: Confidence::Medium,
+            ..Draft::saves_memory(gain, Some(a.peak_bytes))
+        });
+    }
+    out
+}

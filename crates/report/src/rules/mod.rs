@@ -1,0 +1,263 @@
+//! Recommendations: each rule reads the measured rows and fires only when its thresholds
+//! (the constants below) are crossed, with the rows it rests on as evidence, the gain it
+//! estimates and how. The report orders them by `impact`.
+
+use crate::session::Session;
+use system_profile_model::report::{Confidence, Gain, Lang, Recommendation, Report, Source};
+
+/// A Python function of the user's code holding at least this share of samples (self), and
+/// at least this share of its run's wall time.
+pub const HOT_FUNCTION_SELF_PERCENT: f64 = 15.0;
+pub const HOT_FUNCTION_WALL_SHARE: f64 = 0.1;
+/// Nor one whose own time is under this: not worth a change, and a handful of samples.
+pub const HOT_FUNCTION_MIN_SELF_S: f64 = 0.1;
+/// Host↔device copies: at least `COPIES_MIN_PAGEABLE` of them pageable for at least
+/// `COPIES_PAGEABLE_SHARE`, or at least `COPIES_MIN_SMALL` this small on average.
+pub const COPIES_MIN_PAGEABLE: u64 = 10;
+pub const COPIES_MIN_SMALL: u64 = 1000;
+pub const COPIES_PAGEABLE_SHARE: f64 = 0.5;
+pub const COPIES_SMALL_BYTES: f64 = 1024.0 * 1024.0;
+/// Copies reaching under this share of what pinned copies reach.
+pub const COPIES_SLOW_SHARE: f64 = 0.5;
+/// What pinned, batched copies reach of the PCIe peak per direction (measured on H100 and
+/// A100 by the nvbandwidth and CUDA bandwidthTest figures, 80-90%).
+pub const PINNED_SHARE_OF_PCIE_PEAK: f64 = 0.8;
+/// Without a known GPU model: PCIe Gen4 x16's 31.5 GB/s at that share.
+pub const PINNED_FALLBACK_GBPS: f64 = 25.0;
+/// A GPU idle for at least this share of the traced span.
+pub const GPU_IDLE_PERCENT: f64 = 30.0;
+/// Launch-bound: this share of kernels under 10 µs, with at least this many launches.
+pub const SHORT_KERNELS_PERCENT: f64 = 50.0;
+pub const LAUNCHES_MIN: u64 = 1000;
+/// Communication exposed: less than this share hidden under compute, and comm at least this
+/// share of compute.
+pub const COMM_OVERLAP_PERCENT: f64 = 50.0;
+pub const COMM_COMPUTE_RATIO: f64 = 0.1;
+/// Tensors held twice (on CPU and GPU, or twice on one place): at least this many bytes.
+pub const DUPLICATED_MIN_BYTES: u64 = 16 << 20;
+/// CPU contention: at least this share of what a program wanted to run (on a CPU plus on a
+/// run queue) spent runnable but not running, and at least this long.
+pub const CONTENTION_SHARE: f64 = 0.2;
+pub const CONTENTION_MIN_S: f64 = 0.5;
+/// A process mostly blocked: under this many cores busy or runnable, over at least this wall
+/// time.
+pub const WAITING_CORES: f64 = 0.5;
+pub const WAITING_MIN_WALL_S: f64 = 1.0;
+/// Syscalls taking at least this share of the wall time (strace -c); or, with at least
+/// `SYSCALL_MIN_CALLS` calls, the kernel's share of the CPU time at least `SYS_SHARE_OF_CPU`.
+pub const SYSCALL_SHARE: f64 = 0.2;
+pub const SYSCALL_MIN_CALLS: u64 = 10_000;
+pub const SYS_SHARE_OF_CPU: f64 = 0.5;
+/// GPU memory imbalance: the fullest device over the emptiest.
+pub const GPU_MEMORY_RATIO: f64 = 1.3;
+/// One allocation site holding this share of the Python heap's peak, and at least this much.
+pub const ALLOC_SITE_SHARE: f64 = 0.25;
+pub const ALLOC_SITE_MIN_BYTES: u64 = 32 << 20;
+
+/// A rule: its id and the check that turns rows into drafts.
+mod cpu;
+mod gpu;
+mod memory;
+
+use cpu::*;
+use gpu::*;
+use memory::*;
+
+pub struct Rule {
+    pub id: &'static str,
+    pub check: fn(&Inputs) -> Vec<Draft>,
+}
+
+/// What a rule reads.
+pub struct Inputs<'a> {
+    pub session: &'a Session,
+    pub report: &'a Report,
+    pub lang: Lang,
+}
+
+/// A recommendation before it is ranked.
+pub struct Draft {
+    pub title: String,
+    pub action: String,
+    pub evidence: Vec<String>,
+    pub sources: Vec<Source>,
+    pub gain: Gain,
+    /// What the memory gain is a share of.
+    pub memory_of_bytes: Option<u64>,
+    /// What the time gain is a share of.
+    pub wall_of_s: Option<f64>,
+    pub confidence: Confidence,
+}
+
+impl Draft {
+    /// The rest of a draft that saves `gain_s` of `wall_s`.
+    fn saves_time(gain_s: f64, wall_s: Option<f64>) -> Draft {
+        Draft {
+            gain: Gain {
+                time_s: Some(gain_s),
+                ..Gain::default()
+            },
+            wall_of_s: wall_s,
+            ..Draft::empty()
+        }
+    }
+
+    /// The rest of a draft that frees `percent` of a process's CPU time.
+    fn saves_cpu(percent: f64) -> Draft {
+        Draft {
+            gain: Gain {
+                cpu_percent: Some(percent),
+                ..Gain::default()
+            },
+            ..Draft::empty()
+        }
+    }
+
+    /// The rest of a draft that frees `bytes` of `of_bytes`.
+    fn saves_memory(bytes: u64, of_bytes: Option<u64>) -> Draft {
+        Draft {
+            gain: Gain {
+                memory_bytes: Some(bytes),
+                ..Gain::default()
+            },
+            memory_of_bytes: of_bytes,
+            ..Draft::empty()
+        }
+    }
+
+    fn empty() -> Draft {
+        Draft {
+            title: String::new(),
+            action: String::new(),
+            evidence: Vec::new(),
+            sources: Vec::new(),
+            gain: Gain::default(),
+            memory_of_bytes: None,
+            wall_of_s: None,
+            confidence: Confidence::Low,
+        }
+    }
+}
+
+/// Every rule, in no particular order: the report ranks what fires.
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: "hot_python_function",
+        check: hot_python_function,
+    },
+    Rule {
+        id: "pageable_or_small_copies",
+        check: pageable_or_small_copies,
+    },
+    Rule {
+        id: "gpu_idle",
+        check: gpu_idle,
+    },
+    Rule {
+        id: "launch_bound",
+        check: launch_bound,
+    },
+    Rule {
+        id: "exposed_communication",
+        check: exposed_communication,
+    },
+    Rule {
+        id: "duplicated_tensors",
+        check: duplicated_tensors,
+    },
+    Rule {
+        id: "waiting_process",
+        check: waiting_process,
+    },
+    Rule {
+        id: "cpu_contention",
+        check: cpu_contention,
+    },
+    Rule {
+        id: "syscall_heavy",
+        check: syscall_heavy,
+    },
+    Rule {
+        id: "gpu_memory_imbalance",
+        check: gpu_memory_imbalance,
+    },
+    Rule {
+        id: "python_allocation_site",
+        check: python_allocation_site,
+    },
+    Rule {
+        id: "nccl_socket_fallback",
+        check: nccl_socket_fallback,
+    },
+];
+
+fn weight(c: Confidence) -> f64 {
+    match c {
+        Confidence::High => 1.0,
+        Confidence::Medium => 0.6,
+        Confidence::Low => 0.3,
+    }
+}
+
+/// Run every rule, fill in the shares, and order by impact (largest first).
+pub fn recommend(inputs: &Inputs) -> Vec<Recommendation> {
+    let mut out = Vec::new();
+    for rule in RULES {
+        for mut d in (rule.check)(inputs) {
+            // No gain exceeds what it is a share of.
+            if let (Some(t), Some(w)) = (d.gain.time_s.as_mut(), d.wall_of_s) {
+                *t = t.min(w);
+                if w > 0.0 {
+                    d.gain.wall_percent = Some(*t / w * 100.0);
+                }
+            }
+            if let (Some(m), Some(of)) = (d.gain.memory_bytes.as_mut(), d.memory_of_bytes) {
+                *m = (*m).min(of);
+                if of > 0 {
+                    d.gain.memory_percent = Some(*m as f64 / of as f64 * 100.0);
+                }
+            }
+            if let Some(c) = d.gain.cpu_percent.as_mut() {
+                *c = c.clamp(0.0, 100.0);
+            }
+            let share = d
+                .gain
+                .wall_percent
+                .unwrap_or(0.0)
+                .max(d.gain.memory_percent.unwrap_or(0.0))
+                .max(d.gain.cpu_percent.unwrap_or(0.0))
+                / 100.0;
+            out.push(Recommendation {
+                rule: rule.id.into(),
+                title: d.title,
+                action: d.action,
+                evidence: d.evidence,
+                sources: d.sources,
+                impact: share * weight(d.confidence),
+                gain: d.gain,
+                confidence: d.confidence,
+            });
+        }
+    }
+    // Stable: equal impacts keep the rules' order.
+    out.sort_by(|a, b| b.impact.total_cmp(&a.impact));
+    out
+}
+
+/// The wall time of a run, or of the longest run.
+pub(super) fn wall_of(inputs: &Inputs, run_id: &str) -> Option<f64> {
+    inputs
+        .report
+        .cpu
+        .iter()
+        .find(|r| r.run_id == run_id)
+        .and_then(|r| r.wall_s)
+        .or_else(|| {
+            inputs
+                .session
+                .runs
+                .iter()
+                .find(|r| r.run_id == run_id)
+                .and_then(|r| r.wall_s)
+        })
+}

@@ -3,8 +3,8 @@
 //! fast rate is for); every `detail_every` ticks /proc/<pid>/stat (CPU ticks, threads),
 //! every thread's status and schedstat (context switches, on-CPU and run-queue time: see
 //! `threads`), /proc/<pid>/io (storage bytes) and the main thread's children list; once every
-//! ten detail ticks every thread's children list, new threads, and /proc/<pid>/smaps_rollup
-//! (the proportional set size, which walks every mapping and so is read once a second). CPU
+//! ten detail ticks every thread's children list and new threads. /proc/<pid>/smaps_rollup
+//! (the proportional set size) walks every mapping, so it is read on detail ticks only. CPU
 //! times tick at USER_HZ (100 per second), so reading them faster than 10 Hz would only
 //! show 0-or-1-tick steps, at ten times the cost of statm. All files stay open and are re-read
 //! from offset 0, which is what keeps 100 Hz cheap. A process is seen to end on the tick it
@@ -339,6 +339,8 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
         for (pid, t) in tracked.iter_mut().filter(|(_, t)| !t.exited) {
             if full_scan {
                 t.threads.discover(born_after_ticks);
+            }
+            if detail {
                 t.pss_last = t
                     .smaps_rollup
                     .as_ref()

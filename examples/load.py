@@ -1,6 +1,6 @@
 """Load for examples/http_service.py: GET /report from a few threads for a while.
 
-    python examples/load.py --port 8765 --seconds 10 [--threads 2]
+    python examples/load.py --port 8765 --seconds 10 [--threads 2] [--path /report]
 """
 import argparse
 import threading
@@ -22,10 +22,11 @@ def main():
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--path", default="/report")
     a = ap.parse_args()
     until = time.time() + a.seconds
     counts = []
-    threads = [threading.Thread(target=hammer, args=(f"http://127.0.0.1:{a.port}/report", until, counts))
+    threads = [threading.Thread(target=hammer, args=(f"http://127.0.0.1:{a.port}{a.path}", until, counts))
                for _ in range(a.threads)]
     for t in threads:
         t.start()

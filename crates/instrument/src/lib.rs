@@ -732,6 +732,7 @@ pub fn list_changes(root: &Path, input: &ListChangesInput) -> Result<ChangeList,
                 ChangeType::Modified => lines_text(&c.lines),
             },
             state: c.state,
+            created_at: c.created_at.clone(),
         });
     }
     Ok(ChangeList {

@@ -224,6 +224,9 @@ pub struct ChangeRow {
     /// `12-14, 40`, or `—` for a created file.
     pub lines: String,
     pub state: ChangeState,
+    /// When it was made (RFC 3339, UTC): which session it belongs to.
+    #[serde(default)]
+    pub created_at: String,
 }
 
 /// Output of `list_changes`: the ledger as Part B of the report.

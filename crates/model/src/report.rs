@@ -449,6 +449,10 @@ pub struct ChangeLog {
     pub drifted: Vec<String>,
     /// The sentence offering to undo every change (`revert_changes {"all": true}`).
     pub offer: String,
+    /// Changes of other sessions left out (all reverted: an active one is always listed,
+    /// whatever session made it, since it is in the files now).
+    #[serde(default)]
+    pub other_sessions_changes: u32,
 }
 
 /// The report of a session.

@@ -111,20 +111,56 @@ fn omitted_reason(lang: Lang, table: &str) -> String {
 }
 
 /// Part B from the ledger, with the offer to undo.
-fn change_log(root: &Path, lang: Lang, notes: &mut Vec<String>) -> ChangeLog {
+/// `YYYYMMDD-HHMMSS-…` (a session's name, UTC) as the RFC 3339 prefix the ledger's
+/// `created_at` starts with, for ordering; `None` for a name in another form.
+fn session_start_rfc3339(session: &str) -> Option<String> {
+    let (date, rest) = session.split_once('-')?;
+    let time = rest.get(..6)?;
+    (date.len() == 8 && date.bytes().chain(time.bytes()).all(|b| b.is_ascii_digit())).then(|| {
+        format!(
+            "{}-{}-{}T{}:{}:{}",
+            &date[..4],
+            &date[4..6],
+            &date[6..],
+            &time[..2],
+            &time[2..4],
+            &time[4..]
+        )
+    })
+}
+
+/// Whether a change belongs to `session`: made from its start to the start of the next one.
+fn made_in(created_at: &str, session: &str, sessions: &[String]) -> bool {
+    let Some(start) = session_start_rfc3339(session) else {
+        return true;
+    };
+    let next = sessions
+        .iter()
+        .filter_map(|s| session_start_rfc3339(s))
+        .filter(|s| *s > start)
+        .min();
+    let stamp = created_at.get(..19).unwrap_or(created_at);
+    stamp >= start.as_str() && next.is_none_or(|n| stamp < n.as_str())
+}
+
+fn change_log(root: &Path, session: &str, lang: Lang, notes: &mut Vec<String>) -> ChangeLog {
     let list = system_profile_instrument::list_changes(
         root,
         &ListChangesInput {
             include_reverted: true,
         },
     );
-    let (rows, drifted) = match list {
+    let (all, drifted) = match list {
         Ok(l) => (l.changes, l.drifted),
         Err(e) => {
             notes.push(format!("Part B: the ledger could not be read: {e}"));
             (Vec::new(), Vec::new())
         }
     };
+    let sessions = session::sessions(root);
+    let (rows, others): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| {
+        r.state == ChangeState::Active || made_in(&r.created_at, session, &sessions)
+    });
     let active = rows
         .iter()
         .filter(|r| r.state == ChangeState::Active)
@@ -146,6 +182,7 @@ fn change_log(root: &Path, lang: Lang, notes: &mut Vec<String>) -> ChangeLog {
         rows,
         drifted,
         offer,
+        other_sessions_changes: others.len() as u32,
     }
 }
 
@@ -262,7 +299,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
         lang,
     });
     let mut notes = Vec::new();
-    report.changes = change_log(&config.root, lang, &mut notes);
+    report.changes = change_log(&config.root, &report.session, lang, &mut notes);
     report.notes.extend(notes);
     let (charts, chart_notes) = charts::draw_all(&config.root, &session.dir, lang, &series);
     report.charts = charts;
@@ -328,4 +365,37 @@ pub fn summarize(
         json_path,
         format: input.format,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_change_belongs_to_the_session_it_was_made_in() {
+        let sessions = vec![
+            "20261203-100000-1".to_string(),
+            "20261203-110000-2".to_string(),
+        ];
+        assert!(super::made_in(
+            "2026-12-03T10:30:00Z",
+            "20261203-100000-1",
+            &sessions
+        ));
+        assert!(!super::made_in(
+            "2026-12-03T11:30:00Z",
+            "20261203-100000-1",
+            &sessions
+        ));
+        assert!(super::made_in(
+            "2026-12-03T11:30:00Z",
+            "20261203-110000-2",
+            &sessions
+        ));
+        assert!(!super::made_in(
+            "2026-12-03T09:59:59Z",
+            "20261203-100000-1",
+            &sessions
+        ));
+        // A session named otherwise (by the user) keeps every change.
+        assert!(super::made_in("2026-12-03T09:00:00Z", "mine", &sessions));
+    }
 }

@@ -850,6 +850,19 @@ fn part_b(md: &mut String, report: &Report) {
             &rows,
         );
     }
+    if c.other_sessions_changes > 0 {
+        md.push_str(&tr(
+            lang,
+            format!(
+                "{} change(s) of earlier sessions, all reverted, are left out: `list_changes` with `include_reverted` lists them, and `profile_output/ledger.json` holds them.\n\n",
+                c.other_sessions_changes
+            ),
+            format!(
+                "以前のセッションの変更 {} 件（すべて元に戻し済み）は省略。`list_changes`（`include_reverted`）で一覧でき、`profile_output/ledger.json` にある。\n\n",
+                c.other_sessions_changes
+            ),
+        ));
+    }
     if !c.drifted.is_empty() {
         md.push_str(&tr(
             lang,

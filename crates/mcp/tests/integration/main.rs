@@ -12,4 +12,5 @@ mod security;
 mod stdio;
 mod steps;
 mod surface;
+mod truth;
 mod util;

@@ -1,0 +1,360 @@
+//! The truth corpus (`tests/truth/`): real programs nobody here wrote, each profiled end to
+//! end by `system-profile profile`, and its report.json checked against the truth
+//! established without system-profile (`tests/truth/establish.py`, written beside each
+//! scenario): every recommendation is true, the scenario's main truth is among the top two,
+//! every CPU figure says what it covered, and no gain exceeds its whole.
+
+use crate::util::{path_with_venv, require, wait_until, workspace_root, BIN};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Scenarios run one at a time: each is a truth about CPU time, which two at once would
+/// change (the tests beside them are load they must withstand anyway).
+static ONE_SCENARIO: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn corpus() -> PathBuf {
+    workspace_root().join("tests/truth")
+}
+
+fn python() -> String {
+    workspace_root()
+        .join(".venv/bin/python")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Processes a scenario started, killed when it ends however it ends.
+struct Started(Vec<Child>);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        for c in self.0.iter_mut().rev() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn module_dir(module: &str) -> PathBuf {
+    let out = Command::new(python())
+        .args([
+            "-c",
+            &format!("import {module}, os; print(os.path.dirname({module}.__file__))"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{module} is not importable: .ci/run installs tests/truth/requirements.txt"
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let name = e.file_name();
+        if name == "__pycache__" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(&name));
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+fn prepare(sc: &Value, scratch: &Path) {
+    for f in sc["files"].as_array().into_iter().flatten() {
+        let src = match f["module"].as_str() {
+            Some(m) => module_dir(m).join(f["path"].as_str().unwrap()),
+            None => corpus().join(f["local"].as_str().unwrap()),
+        };
+        let dst = scratch.join(f["to"].as_str().unwrap());
+        if src.is_dir() {
+            copy_dir(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+        }
+    }
+}
+
+fn subst(v: &Value, port: u16, pid: u32) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            a.as_str()
+                .unwrap()
+                .replace("{python}", &python())
+                .replace("{port}", &port.to_string())
+                .replace("{pid}", &pid.to_string())
+        })
+        .collect()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Start what the scenario needs beside the target, and say the target in words.
+fn set_up(sc: &Value, scratch: &Path, started: &mut Started) -> String {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let hogs = sc["hogs_beyond_cpus"]
+        .as_u64()
+        .map_or(0, |n| cpus + n as usize);
+    for _ in 0..hogs {
+        started.0.push(
+            Command::new(python())
+                .args(["-c", "while True: pass"])
+                .spawn()
+                .unwrap(),
+        );
+    }
+    let port = free_port();
+    let mut pid = 0;
+    if let Some(service) = sc.get("service") {
+        let argv = subst(&service["argv"], port, 0);
+        let child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .current_dir(scratch)
+            .env("PATH", path_with_venv())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        pid = child.id();
+        started.0.push(child);
+        assert!(
+            wait_until(Duration::from_secs(120), || std::net::TcpStream::connect((
+                "127.0.0.1",
+                port
+            ))
+            .is_ok()),
+            "the service never listened on {port}"
+        );
+        let load = subst(&sc["load"]["argv"], port, pid);
+        started.0.push(
+            Command::new(&load[0])
+                .args(&load[1..])
+                .current_dir(scratch)
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    match sc["target"].as_str() {
+        Some(t) => t.replace("{pid}", &pid.to_string()),
+        None => subst(&sc["command"], port, pid).join(" "),
+    }
+}
+
+fn title_names(title: &str, subject: &str) -> bool {
+    subject == "*" || title.contains(&format!("`{subject}`")) || title.contains(subject)
+}
+
+/// The checks on one report against its scenario's truth; every failure is listed.
+fn judge(report: &Value, truth: &Value) -> Vec<String> {
+    let mut wrong = Vec::new();
+    let recs = report["recommendations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    // Precision: every recommendation is one the truth holds.
+    for r in &recs {
+        let rule = r["rule"].as_str().unwrap_or("");
+        let title = r["title"].as_str().unwrap_or("");
+        let true_for = truth["true"][rule].as_array();
+        let holds = true_for.is_some_and(|subjects| {
+            subjects
+                .iter()
+                .any(|s| title_names(title, s.as_str().unwrap_or("")))
+        });
+        if !holds {
+            wrong.push(format!("false recommendation: {rule}: {title}"));
+        }
+    }
+    // Recall of the main truth: among the top two.
+    if let Some(main) = truth["main"].as_array().filter(|m| !m.is_empty()) {
+        let found = recs.iter().take(2).any(|r| {
+            main.iter().any(|m| {
+                r["rule"] == m["rule"]
+                    && title_names(
+                        r["title"].as_str().unwrap_or(""),
+                        m["subject"].as_str().unwrap_or("*"),
+                    )
+            })
+        });
+        if !found {
+            wrong.push(format!(
+                "the main truth {main:?} is not among the top two: {:?}",
+                recs.iter().take(2).map(|r| &r["title"]).collect::<Vec<_>>()
+            ));
+        }
+    }
+    // The hottest CPU row (not a blocked one) is the truth's.
+    if let Some(names) = truth["top_hotspot"].as_array() {
+        let top = report["hotspots"]["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|h| h["kind"] == "python" || h["kind"] == "native")
+            .and_then(|h| h["function"].as_str());
+        let ok = top.is_some_and(|f| names.iter().any(|n| f.contains(n.as_str().unwrap_or("?"))));
+        if !ok {
+            wrong.push(format!(
+                "top CPU hotspot {top:?}, the truth says one of {names:?}"
+            ));
+        }
+    }
+    // Every CPU figure says what it covered.
+    for row in report["cpu"].as_array().into_iter().flatten() {
+        if row["covers"]["text"].as_str().unwrap_or("").is_empty() {
+            wrong.push(format!(
+                "cpu row {} does not say what it covers",
+                row["run_id"]
+            ));
+        }
+    }
+    // No gain exceeds what it is a share of.
+    for r in &recs {
+        for share in ["wall_percent", "memory_percent", "cpu_percent"] {
+            if r["gain"][share].as_f64().is_some_and(|p| p > 100.0 + 1e-6) {
+                wrong.push(format!(
+                    "{} claims {share} {}",
+                    r["title"], r["gain"][share]
+                ));
+            }
+        }
+    }
+    wrong
+}
+
+fn run_scenario(name: &str) {
+    if !require(
+        "py-spy in .venv",
+        workspace_root().join(".venv/bin/py-spy").exists(),
+    ) {
+        return;
+    }
+    let _one = ONE_SCENARIO.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = corpus().join("scenarios").join(name);
+    let sc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("scenario.json")).unwrap()).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    prepare(&sc, scratch.path());
+    let mut started = Started(Vec::new());
+    let target = set_up(&sc, scratch.path(), &mut started);
+    let budget = sc["budget_s"].as_u64().unwrap_or(30).to_string();
+    let mut args = vec!["profile".to_string(), "--root".into()];
+    args.push(scratch.path().to_string_lossy().into_owned());
+    args.extend(["--budget".to_string(), budget]);
+    args.extend(target.split(' ').map(str::to_string));
+    let out = Command::new(BIN)
+        .args(&args)
+        .current_dir(scratch.path())
+        .env("PATH", path_with_venv())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{name}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap_or_else(|| panic!("no report in {stdout}"));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(scratch.path().join(json)).unwrap()).unwrap();
+    drop(started);
+    let wrong = judge(&report, &sc["truth"]);
+    let md = std::fs::read_to_string(
+        scratch
+            .path()
+            .join(json.replace("report.json", "report.md")),
+    )
+    .unwrap_or_default();
+    assert!(wrong.is_empty(), "{name}: {wrong:#?}\n\n{md}");
+}
+
+macro_rules! scenarios {
+    ($($name:ident),* $(,)?) => {
+        $(#[test] fn $name() { run_scenario(stringify!($name)); })*
+        const SCENARIOS: &[&str] = &[$(stringify!($name)),*];
+    };
+}
+
+scenarios!(
+    nbody,
+    spectral_norm,
+    fannkuch,
+    nqueens,
+    richards,
+    nbody_beside_hogs,
+    pylint,
+    flask_gunicorn,
+    fastapi_uvicorn,
+    lock_contention,
+    sqlite_commits,
+    process_pool,
+);
+
+#[test]
+fn every_scenario_on_disk_is_run_and_has_its_truth() {
+    let mut on_disk: Vec<String> = std::fs::read_dir(corpus().join("scenarios"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = SCENARIOS.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(on_disk, listed);
+    for name in SCENARIOS {
+        let dir = corpus().join("scenarios").join(name);
+        let sc: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("scenario.json")).unwrap())
+                .unwrap();
+        assert!(
+            sc["truth"]["how"].as_str().is_some_and(|h| !h.is_empty()),
+            "{name}: no `how`"
+        );
+        assert!(
+            dir.join("truth.observed.json").exists(),
+            "{name}: run establish.py"
+        );
+    }
+}
+
+#[test]
+fn the_judge_catches_a_false_recommendation_a_missed_truth_and_an_impossible_gain() {
+    let truth = serde_json::json!({
+        "true": {"hot_python_function": ["advance"]},
+        "main": [{"rule": "hot_python_function", "subject": "advance"}],
+        "top_hotspot": ["advance"],
+    });
+    let report = serde_json::json!({
+        "recommendations": [
+            {"rule": "waiting_process", "title": "Run r001 is blocked 57%", "gain": {"wall_percent": 20.0}},
+            {"rule": "hot_python_function", "title": "Speed up `report_energy`", "gain": {"wall_percent": 109.6}},
+        ],
+        "hotspots": {"rows": [{"function": "report_energy", "kind": "python"}]},
+        "cpu": [{"run_id": "r001", "covers": {"text": ""}}],
+    });
+    let wrong = judge(&report, &truth);
+    assert_eq!(wrong.len(), 6, "{wrong:#?}");
+    let good = serde_json::json!({
+        "recommendations": [{"rule": "hot_python_function", "title": "Speed up `advance` in nbody.py:78", "gain": {"wall_percent": 40.0}}],
+        "hotspots": {"rows": [{"function": "advance", "kind": "python"}]},
+        "cpu": [{"run_id": "r001", "covers": {"text": "pid 1 (every thread), 4.0 s"}}],
+    });
+    assert_eq!(judge(&good, &truth), Vec::<String>::new());
+}

@@ -1,0 +1,184 @@
+"""Establish each truth-corpus scenario's truth without system-profile, and the peers' top
+findings, and write them beside the scenario (`truth.observed.json`).
+
+    .venv/bin/python tests/truth/establish.py [scenario ...]
+
+The methods are independent of the one under test:
+- `/usr/bin/time -v` (getrusage of the command and its children): wall, user, sys, voluntary
+  and involuntary context switches: a program that blocks gives the CPU up (voluntary); one
+  that is runnable but not scheduled is preempted (involuntary).
+- py-spy with `--gil` at 1 kHz over the whole run (a service: 20 s): only samples holding the
+  GIL, which is Python code running, never a thread blocked in a call that releases it.
+- cProfile's exact call counts and own times (a started command only).
+Peers, side by side: py-spy's default record (100 Hz, idle threads left out by py-spy's own
+heuristics) and Scalene (`scalene run --cpu-only`, its JSON; it starts its program, so not a service).
+"""
+import json
+import os
+import pstats
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+PY = str(ROOT / ".venv/bin/python")
+PYSPY = str(ROOT / ".venv/bin/py-spy")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def module_dir(module):
+    out = subprocess.run([PY, "-c", f"import {module}, os; print(os.path.dirname({module}.__file__))"],
+                         capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def prepare(sc, scratch):
+    for f in sc.get("files", []):
+        src = module_dir(f["module"]) / f["path"] if "module" in f else (HERE / f["local"]).resolve()
+        dst = scratch / f["to"]
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, dst)
+
+
+def subst(argv, port=None):
+    return [a.replace("{python}", PY).replace("{port}", str(port)) for a in argv]
+
+
+def top_self(folded, n=5):
+    """Top functions by own samples from py-spy's raw (folded) output."""
+    own, total = Counter(), 0
+    for line in Path(folded).read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = [f for f in stack.split(";") if not f.startswith("process ")]
+        if not frames:
+            continue
+        name = frames[-1].split(" (")[0]
+        own[name] += int(count)
+        total += int(count)
+    return [{"function": f, "self_percent": round(100 * c / total, 1)} for f, c in own.most_common(n)] if total else []
+
+
+def time_v(argv, cwd):
+    out = subprocess.run(["/usr/bin/time", "-v"] + argv, cwd=cwd, capture_output=True, text=True)
+    fields = {}
+    for line in out.stderr.splitlines():
+        k, _, v = line.strip().rpartition(": ")
+        fields[k] = v
+    wall = fields.get("Elapsed (wall clock) time (h:mm:ss or m:ss)", "0:0")
+    parts = [float(p) for p in wall.split(":")]
+    wall_s = sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+    user, sys_ = float(fields["User time (seconds)"]), float(fields["System time (seconds)"])
+    return {"wall_s": wall_s, "user_s": user, "sys_s": sys_, "cores": round((user + sys_) / wall_s, 2),
+            "voluntary_ctx_switches": int(fields["Voluntary context switches"]),
+            "involuntary_ctx_switches": int(fields["Involuntary context switches"])}
+
+
+def cprofile_top(argv, cwd, n=5):
+    prof = cwd / "truth.pstats"
+    subprocess.run([argv[0], "-m", "cProfile", "-o", str(prof)] + argv[1:], cwd=cwd, capture_output=True)
+    if not prof.exists():
+        return []
+    st = pstats.Stats(str(prof))
+    rows = sorted(st.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:n]
+    total = st.total_tt or 1
+    return [{"function": name, "file": os.path.basename(file), "line": line, "calls": nc,
+             "own_s": round(tt, 3), "own_percent": round(100 * tt / total, 1)}
+            for (file, line, name), (cc, nc, tt, ct, callers) in rows]
+
+
+def scalene_top(argv, cwd, n=3):
+    out = cwd / "scalene.json"
+    program = [a for a in argv[1:]]
+    if program[:1] == ["-m"]:
+        return [{"function": "n/a: Scalene 2 runs a script, not `-m module`", "file": "", "cpu_percent": 0}]
+    subprocess.run([PY, "-m", "scalene", "run", "--cpu-only", "-o", str(out), program[0], "---"] + program[1:],
+                   cwd=cwd, capture_output=True, timeout=600)
+    if not out.exists():
+        return []
+    data = json.loads(out.read_text() or "{}")
+    funcs = []
+    for file, f in data.get("files", {}).items():
+        for fn in f.get("functions", []):
+            cpu = fn.get("n_cpu_percent_python", 0) + fn.get("n_cpu_percent_c", 0) + fn.get("n_sys_percent", 0)
+            funcs.append({"function": fn.get("line"), "file": os.path.basename(file), "cpu_percent": round(cpu, 1)})
+    return sorted(funcs, key=lambda f: -f["cpu_percent"])[:n]
+
+
+def establish(name):
+    sc = json.loads((HERE / "scenarios" / name / "scenario.json").read_text())
+    scratch = Path(tempfile.mkdtemp(prefix=f"truth-{name}-"))
+    prepare(sc, scratch)
+    started, observed = [], {"scenario": name, "date": time.strftime("%Y-%m-%d"), "python": sys.version.split()[0]}
+    try:
+        hogs = os.cpu_count() + sc["hogs_beyond_cpus"] if "hogs_beyond_cpus" in sc else 0
+        for _ in range(hogs):
+            started.append(subprocess.Popen([PY, "-c", "while True: pass"]))
+        if "service" in sc:
+            port = free_port()
+            svc = subprocess.Popen(subst(sc["service"]["argv"], port), cwd=scratch)
+            started.append(svc)
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.2)
+            started.append(subprocess.Popen(subst(sc["load"]["argv"], port), cwd=scratch,
+                                            stdout=subprocess.DEVNULL))
+            time.sleep(2)
+            folded = scratch / "gil.folded"
+            subprocess.run([PYSPY, "record", "--gil", "-r", "1000", "--subprocesses", "--format", "raw", "-o",
+                            str(folded), "--pid", str(svc.pid), "--duration", "20"], capture_output=True)
+            observed["py_spy_gil_1khz_top_self"] = top_self(folded) if folded.exists() else []
+            default = scratch / "default.folded"
+            subprocess.run([PYSPY, "record", "-r", "100", "--subprocesses", "--format", "raw", "-o", str(default),
+                            "--pid", str(svc.pid), "--duration", "20"], capture_output=True)
+            observed["peer_py_spy_top_self"] = top_self(default) if default.exists() else []
+            observed["peer_scalene_top"] = "n/a: Scalene starts its program; it cannot attach to a running service"
+            with open(f"/proc/{svc.pid}/status") as f:
+                observed["service_status_threads"] = [l.split()[1] for l in f if l.startswith("Threads")]
+        else:
+            argv = subst(sc["command"])
+            observed["time_v"] = time_v(argv, scratch)
+            folded = scratch / "gil.folded"
+            subprocess.run([PYSPY, "record", "--gil", "-r", "1000", "--subprocesses", "--format", "raw", "-o",
+                            str(folded), "--"] + argv, cwd=scratch, capture_output=True)
+            observed["py_spy_gil_1khz_top_self"] = top_self(folded) if folded.exists() else []
+            observed["cprofile_top_own"] = cprofile_top(argv, scratch)
+            default = scratch / "default.folded"
+            subprocess.run([PYSPY, "record", "-r", "100", "--subprocesses", "--format", "raw", "-o", str(default),
+                            "--"] + argv, cwd=scratch, capture_output=True)
+            observed["peer_py_spy_top_self"] = top_self(default) if default.exists() else []
+            observed["peer_scalene_top"] = scalene_top(argv, scratch)
+    finally:
+        for p in reversed(started):
+            p.kill()
+            p.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
+    out = HERE / "scenarios" / name / "truth.observed.json"
+    out.write_text(json.dumps(observed, indent=2) + "\n")
+    print(json.dumps(observed, indent=1))
+
+
+if __name__ == "__main__":
+    names = sys.argv[1:] or sorted(p.name for p in (HERE / "scenarios").iterdir())
+    for n in names:
+        establish(n)

@@ -144,7 +144,7 @@ pub struct ProcessUsage {
     /// Threads seen over the window (not at once).
     #[serde(default)]
     pub threads_seen: u32,
-    /// Its largest proportional set size (read ten times a second from smaps_rollup).
+    /// Its largest proportional set size (read twice a second from smaps_rollup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pss_peak_bytes: Option<u64>,
     /// Storage bytes read and written while sampled (/proc/<pid>/io); absent when not readable.
@@ -175,7 +175,7 @@ pub struct ProcfsSummary {
     /// The largest sum of RSS over the tree at one sample. A page shared by several
     /// processes (libraries, fork's copy-on-write) counts once per process.
     pub rss_peak_bytes: u64,
-    /// The largest sum of PSS over the tree at one reading (ten times a second): each shared
+    /// The largest sum of PSS over the tree at one reading (twice a second): each shared
     /// page divided among its sharers, so what the tree really holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pss_peak_bytes: Option<u64>,

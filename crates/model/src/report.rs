@@ -167,7 +167,7 @@ pub struct MemoryRow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_peak_bytes: Option<u64>,
     /// The tree's proportional set size at its largest (each shared page divided among its
-    /// sharers): what the tree really held. Read ten times a second.
+    /// sharers): what the tree really held. Read twice a second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pss_peak_bytes: Option<u64>,
     /// The largest resident set of one process of the tree.

@@ -61,6 +61,8 @@ const BLOCKING_CALLS: &[(&str, &str)] = &[
     ("urlopen(", "urlopen"),
     (".communicate(", "communicate"),
     (".result(", "result"),
+    // A database commit waits for the disk (fsync) or the server.
+    (".commit(", "commit"),
 ];
 
 /// The blocking call a frame is, from its file and function.
@@ -79,6 +81,16 @@ pub fn blocking_frame(file: &str, function: &str) -> Option<&'static str> {
 /// string and path work, not a thread join.
 pub fn blocking_call(line: &str) -> Option<&'static str> {
     let code = line.split('#').next().unwrap_or(line);
+    // `with LOCK:` acquires it: a thread sampled there waits for the lock.
+    if let Some(expr) = code.trim_start().strip_prefix("with ") {
+        let expr = expr.to_ascii_lowercase();
+        if ["lock", "mutex", "semaphore", "cond"]
+            .iter()
+            .any(|w| expr.split(" as ").next().unwrap_or("").contains(w))
+        {
+            return Some("acquire");
+        }
+    }
     BLOCKING_CALLS
         .iter()
         .find(|(needle, _)| {
@@ -145,5 +157,9 @@ mod tests {
         assert_eq!(blocking_call("    p = os.path.join(a, b)"), None);
         assert_eq!(blocking_call("    total += x * x  # no sleep() here"), None);
         assert_eq!(blocking_call("    out.append(render(x))"), None);
+        assert_eq!(blocking_call("        db.commit()"), Some("commit"));
+        assert_eq!(blocking_call("    with LOCK:"), Some("acquire"));
+        assert_eq!(blocking_call("    with self._cond as c:"), Some("acquire"));
+        assert_eq!(blocking_call("    with open(path) as f:"), None);
     }
 }

@@ -1342,6 +1342,8 @@ async fn py_spy_record(input: &RunProfilerInput, place: &RunPlace) -> Result<Exe
     let mut argv: Vec<String> = vec![
         "py-spy".into(),
         "record".into(),
+        // Whole paths: shortened ones (`jinja2/environment.py`) read as the user's own files.
+        "--full-filenames".into(),
         "--format".into(),
         "raw".into(),
         "-o".into(),

@@ -12,7 +12,7 @@ def simulate(steps):
 
 def main():
     with Pool(2) as pool:
-        print(sum(pool.map(simulate, [15000] * 8)))
+        print(sum(pool.map(simulate, [60000] * 8)))
 
 
 if __name__ == "__main__":

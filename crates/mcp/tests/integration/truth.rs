@@ -30,11 +30,23 @@ struct Started(Vec<Child>);
 
 impl Drop for Started {
     fn drop(&mut self) {
+        // Each was started as the leader of its own group: the group goes, workers included.
         for c in self.0.iter_mut().rev() {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", c.id())])
+                .status();
             let _ = c.kill();
             let _ = c.wait();
         }
     }
+}
+
+/// A command in a process group of its own, so that the group can be ended whole.
+fn grouped(program: &str) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(program);
+    c.process_group(0);
+    c
 }
 
 fn module_dir(module: &str) -> PathBuf {
@@ -112,7 +124,7 @@ fn set_up(sc: &Value, scratch: &Path, started: &mut Started) -> String {
         .map_or(0, |n| cpus + n as usize);
     for _ in 0..hogs {
         started.0.push(
-            Command::new(python())
+            grouped(&python())
                 .args(["-c", "while True: pass"])
                 .spawn()
                 .unwrap(),
@@ -122,7 +134,7 @@ fn set_up(sc: &Value, scratch: &Path, started: &mut Started) -> String {
     let mut pid = 0;
     if let Some(service) = sc.get("service") {
         let argv = subst(&service["argv"], port, 0);
-        let child = Command::new(&argv[0])
+        let child = grouped(&argv[0])
             .args(&argv[1..])
             .current_dir(scratch)
             .env("PATH", path_with_venv())
@@ -141,7 +153,7 @@ fn set_up(sc: &Value, scratch: &Path, started: &mut Started) -> String {
         );
         let load = subst(&sc["load"]["argv"], port, pid);
         started.0.push(
-            Command::new(&load[0])
+            grouped(&load[0])
                 .args(&load[1..])
                 .current_dir(scratch)
                 .stdout(Stdio::null())
@@ -210,6 +222,20 @@ fn judge(report: &Value, truth: &Value) -> Vec<String> {
         if !ok {
             wrong.push(format!(
                 "top CPU hotspot {top:?}, the truth says one of {names:?}"
+            ));
+        }
+    }
+    // A flat profile: the truth is that no function dominates, so none is advised.
+    if let Some(below) = truth["flat_below_percent"].as_f64() {
+        let top = report["hotspots"]["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|h| h["kind"] == "python" || h["kind"] == "native");
+        if let Some(h) = top.filter(|h| h["self_percent"].as_f64().unwrap_or(0.0) >= below) {
+            wrong.push(format!(
+                "a flat profile shows {} at {}%, the truth has nothing at {below}%",
+                h["function"], h["self_percent"]
             ));
         }
     }

@@ -320,15 +320,30 @@ impl Engine {
         let total = steps.len();
         let index_of = |id: &str| steps.iter().position(|s| s.id == id).unwrap_or(0) + 1;
         let mut out: Vec<PipelineRun> = Vec::new();
+        // How long each started command took (the longest completed run of it).
+        let mut took_s: std::collections::HashMap<String, f64> = Default::default();
         for step in steps.iter().filter(|s| !s.run_profiler.background) {
             let beside: Vec<&PlanStep> = steps
                 .iter()
                 .filter(|s| s.run_profiler.background && s.alongside.as_deref() == Some(&step.id))
                 .collect();
             let left_s = budget_s.map(|b| b - started.elapsed().as_secs_f64());
-            if let Some(left) = left_s.filter(|l| *l < 1.0) {
+            // A started command runs to its end: when an earlier run of the same command
+            // took longer than what is left, this one would be killed before its profiler
+            // wrote anything. Say so instead of running it.
+            let too_long = left_s.and_then(|left| {
+                let took = took_s
+                    .get(&target_key(&step.run_profiler))
+                    .filter(|_| !target_key(&step.run_profiler).is_empty())?;
+                (step.run_profiler.duration_s.is_none() && took * 1.1 + STOP_MARGIN_S > left)
+                    .then(|| format!("the command took {took:.1} s in an earlier run and {left:.1} s of the budget is left: it would be stopped before writing anything; give a larger --budget"))
+            });
+            let spent = left_s
+                .filter(|l| *l < 1.0)
+                .map(|left| format!("the budget is spent ({left:.0} s left)"));
+            if let Some(reason) = spent.or(too_long) {
                 for s in std::iter::once(step).chain(beside.iter().copied()) {
-                    let reason = format!("the budget is spent ({left:.0} s left)");
+                    let reason = reason.clone();
                     observe(PipelineEvent::RunSkipped {
                         index: index_of(&s.id),
                         step: s.id.clone(),
@@ -373,6 +388,13 @@ impl Engine {
             let mut input = step.run_profiler.clone();
             fit_to_budget(&mut input, left_s);
             let result = self.run_profiler(input, &Progress::none()).await;
+            if let Ok(r) = &result {
+                if let (RunStatus::Completed, Some(wall)) = (&r.status, r.wall_s) {
+                    let key = target_key(&step.run_profiler);
+                    let longest = took_s.get(&key).copied().unwrap_or(0.0).max(wall);
+                    took_s.insert(key, longest);
+                }
+            }
             out.push(self.finished(observe, index_of(&step.id), step, result));
             for (b, run_id) in background {
                 let wait_s = b.run_profiler.duration_s.unwrap_or(0.0) + BACKGROUND_GRACE_S;
@@ -427,6 +449,16 @@ impl Engine {
             note: run.note.clone(),
         });
         run
+    }
+}
+
+/// The command a run starts, as a key (`None`-like empty for a PID or the machine).
+fn target_key(input: &RunProfilerInput) -> String {
+    match &input.target {
+        system_profile_model::run::RunTarget::Command { .. } => {
+            serde_json::to_string(&input.target).unwrap_or_default()
+        }
+        _ => String::new(),
     }
 }
 

@@ -26,6 +26,9 @@ use system_profile_model::run::{RunStatus, RunTarget};
 pub use compare::compare;
 pub use session::TRACES_DIR;
 
+/// A Python heap peak under this is too small to be worth a memory finding.
+const SMALL_HEAP_BYTES: u64 = 16 << 20;
+
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
@@ -273,7 +276,15 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
         if let Some(p) = &r.metrics.python_memory {
             // The sites come from the snapshot nearest the peak; one taken far below it (a
             // peak reached and left between two checks) names the ramp, not the peak.
-            if (p.peak_sites_at_bytes as f64) < 0.8 * p.peak_bytes as f64 {
+            if p.peak_bytes < SMALL_HEAP_BYTES {
+                // A heap this small is the finding: nothing to chase, and where its peak
+                // sites were taken says nothing.
+                report.notes.push(fmt::tr(
+                    lang,
+                    format!("{}: the Python heap peaked at {}: this program allocates little in Python, and memory is not where its time or space goes.", r.run_id, fmt::bytes(p.peak_bytes)),
+                    format!("{}: Python ヒープのピークは {} と小さく、このプログラムのメモリは問題ではない。", r.run_id, fmt::bytes(p.peak_bytes)),
+                ));
+            } else if (p.peak_sites_at_bytes as f64) < 0.8 * p.peak_bytes as f64 {
                 report.notes.push(fmt::tr(
                     lang,
                     format!("{}: tracemalloc's peak sites were taken at {} of the {} peak, so they may miss what made the peak; rerun with a smaller options.interval_s.", r.run_id, fmt::bytes(p.peak_sites_at_bytes), fmt::bytes(p.peak_bytes)),

@@ -302,6 +302,7 @@ fn run_scenario(name: &str) {
         serde_json::from_str(&std::fs::read_to_string(scratch.path().join(json)).unwrap()).unwrap();
     drop(started);
     let wrong = judge(&report, &sc["truth"]);
+    record_for_the_table(name, &report, wrong.is_empty());
     let md = std::fs::read_to_string(
         scratch
             .path()
@@ -309,6 +310,39 @@ fn run_scenario(name: &str) {
     )
     .unwrap_or_default();
     assert!(wrong.is_empty(), "{name}: {wrong:#?}\n\n{md}");
+}
+
+/// With `SP_TRUTH_TABLE=<file>`, one JSON line per scenario for `tests/truth/table.py`
+/// (BENCHMARKS.md's table): our top recommendation and top CPU hotspot.
+fn record_for_the_table(name: &str, report: &Value, passed: bool) {
+    let Some(path) = std::env::var_os("SP_TRUTH_TABLE") else {
+        return;
+    };
+    let top_hotspot = report["hotspots"]["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|h| h["kind"] == "python" || h["kind"] == "native")
+        .map(|h| {
+            format!(
+                "`{}` {:.1}%",
+                h["function"].as_str().unwrap_or(""),
+                h["self_percent"].as_f64().unwrap_or(0.0)
+            )
+        });
+    let line = serde_json::json!({
+        "scenario": name,
+        "top_recommendation": report["recommendations"][0]["title"],
+        "top_hotspot": top_hotspot,
+        "passed": passed,
+    });
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    writeln!(f, "{line}").unwrap();
 }
 
 macro_rules! scenarios {

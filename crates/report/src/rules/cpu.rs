@@ -293,6 +293,84 @@ pub(super) fn waiting_process(inputs: &Inputs) -> Vec<Draft> {
     out
 }
 
+/// A function of the user's code sampled mostly inside one blocking call (a commit, a lock,
+/// a socket read, a sleep) of a started command: the call is the cost, and the advice is
+/// to make fewer of them or take them off the path, never to speed up the function.
+pub(super) fn waiting_call(inputs: &Inputs) -> Vec<Draft> {
+    let lang = inputs.lang;
+    let Some(table) = &inputs.report.hotspots else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for h in table.rows.iter().filter(|h| h.kind == "waiting") {
+        let (Some(call), Some(file)) = (h.waits_in.as_deref(), h.file.as_deref()) else {
+            continue;
+        };
+        if !user_code(file) || h.self_percent < WAITING_CALL_PERCENT {
+            continue;
+        }
+        let Some(run) = h.self_s_run.as_deref().and_then(|id| run_of(inputs, id)) else {
+            continue;
+        };
+        // A service waits for its clients by design.
+        if !matches!(run.target, RunTarget::Command { .. }) {
+            continue;
+        }
+        let wall = unprofiled_wall(inputs, run).map(|(w, _)| w).or(run.wall_s);
+        let Some(wall) = wall else {
+            continue;
+        };
+        let blocked_s = wall * h.self_percent / 100.0;
+        let gain = blocked_s * 0.5;
+        let line = h.line.map(|l| format!(":{l}")).unwrap_or_default();
+        let how = match call {
+            "commit" => tr(
+                lang,
+                "commit once per batch of rows, not once per row (each commit waits for the disk)",
+                "行ごとではなくまとめてコミットする（コミットごとにディスクを待つ）",
+            ),
+            "acquire" => tr(
+                lang,
+                "hold the lock for less (move the slow call out of it) or shard it",
+                "ロックの保持を短くする（遅い処理をロックの外へ）か分割する",
+            ),
+            "sleep" => tr(
+                lang,
+                "sleep less, or wait on an event instead of polling",
+                "sleep を減らすか、ポーリングをやめてイベントで待つ",
+            ),
+            _ => tr(
+                lang,
+                "make fewer such calls (batch, buffer) or overlap them (threads, asyncio)",
+                "呼び出しを減らす（まとめる、バッファリング）か重ねる（スレッド、asyncio）",
+            ),
+        };
+        out.push(Draft {
+            title: tr(
+                lang,
+                format!("`{}` waits in `{call}` {} of the samples ({file}{line})", h.function, pct(h.self_percent)),
+                format!("`{}` は `{call}` で待機: サンプルの {}（{file}{line}）", h.function, pct(h.self_percent)),
+            ),
+            action: tr(
+                lang,
+                format!(
+                    "Its samples are inside a blocking `{call}`, not its own code: about {} of the {} run. Speeding the function up would change nothing; {how}. Halving the time blocked saves about {}.",
+                    secs(blocked_s), secs(wall), secs(gain)
+                ),
+                format!(
+                    "サンプルはこの関数自身のコードではなく、ブロックする `{call}` の中にある（{} の実行のうち約 {}）。関数を速くしても変わらない。{how}。待ち時間を半減すれば約 {} 短縮。",
+                    secs(wall), secs(blocked_s), secs(gain)
+                ),
+            ),
+            evidence: vec![format!("hotspots {file}{line} {}", h.function)],
+            sources: h.evidence.iter().map(|e| e.source.clone()).collect(),
+            confidence: Confidence::Medium,
+            ..Draft::saves_time(gain, Some(wall))
+        });
+    }
+    out
+}
+
 /// The machine was busy: the program was runnable and not scheduled for a large share of
 /// what it wanted to run. Not a defect of the program, and it must not read as waiting.
 pub(super) fn cpu_contention(inputs: &Inputs) -> Vec<Draft> {

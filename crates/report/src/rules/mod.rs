@@ -35,6 +35,8 @@ pub const COMM_OVERLAP_PERCENT: f64 = 50.0;
 pub const COMM_COMPUTE_RATIO: f64 = 0.1;
 /// Tensors held twice (on CPU and GPU, or twice on one place): at least this many bytes.
 pub const DUPLICATED_MIN_BYTES: u64 = 16 << 20;
+/// A user function sampled inside one blocking call for at least this share of the samples.
+pub const WAITING_CALL_PERCENT: f64 = 30.0;
 /// CPU contention: at least this share of what a program wanted to run (on a CPU plus on a
 /// run queue) spent runnable but not running, and at least this long.
 pub const CONTENTION_SHARE: f64 = 0.2;
@@ -168,6 +170,10 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "waiting_process",
         check: waiting_process,
+    },
+    Rule {
+        id: "waiting_call",
+        check: waiting_call,
     },
     Rule {
         id: "cpu_contention",

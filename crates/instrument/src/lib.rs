@@ -26,7 +26,7 @@ use system_profile_model::instrument::{
     RevertChangesInput, RevertResult, Strategy,
 };
 
-pub use ledger::{output_dir, LEDGER_FILE};
+pub use ledger::{output_dir, BACKUP_DIR, LEDGER_FILE};
 
 /// The helper every edit calls, as installed under `profile_output/instrument/`.
 pub const HELPER_SOURCE: &str = include_str!("../python/_sp_profile.py");

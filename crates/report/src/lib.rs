@@ -8,6 +8,7 @@
 mod charts;
 mod compare;
 mod fmt;
+mod lines;
 mod markdown;
 pub mod rules;
 mod series;
@@ -195,7 +196,9 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
         .session
         .clone()
         .unwrap_or_else(|| config.current_session.clone());
-    let session = session::load(&config.root, &name, &input.runs)?;
+    let mut session = session::load(&config.root, &name, &input.runs)?;
+    // Lines as the files stand after revert, not as instrumentation had shifted them.
+    lines::restore(&config.root, &mut session.runs);
     if session.runs.is_empty() && session.traces.is_empty() && session.instrument.is_none() {
         return Err(ReportError::new(
             ReportErrorKind::NoData,

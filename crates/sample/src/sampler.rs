@@ -57,10 +57,9 @@ pub struct Sampler(Background<ProcfsSummary>);
 struct Tracked {
     stat: File,
     statm: File,
-    /// /proc/<pid>/io, smaps_rollup and the main thread's children list, kept open and
-    /// re-read like `stat` (absent when not readable).
+    /// /proc/<pid>/io and the main thread's children list, kept open and re-read like
+    /// `stat` (absent when not readable).
     io: Option<File>,
-    smaps_rollup: Option<File>,
     threads: Threads,
     pss_peak: Option<u64>,
     pss_last: Option<u64>,
@@ -250,7 +249,6 @@ fn track(pid: u32, now_s: f64, born_after_ticks: u64) -> Option<Tracked> {
         stat: open("stat")?,
         statm: open("statm")?,
         io: open("io"),
-        smaps_rollup: open("smaps_rollup"),
         threads,
         pss_peak: None,
         pss_last: None,
@@ -345,10 +343,12 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
                 t.threads.discover(born_after_ticks);
             }
             if pss_tick {
-                t.pss_last = t
-                    .smaps_rollup
-                    .as_ref()
-                    .and_then(|f| reread(f, &mut text_buf))
+                // Opened afresh each time: an open smaps_rollup keeps the memory map it was
+                // opened on, which a process that exec'd since (a command started through
+                // `time`) no longer uses.
+                t.pss_last = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+                    .ok()
+                    .as_deref()
                     .and_then(parse_pss_bytes);
                 if let Some(pss) = t.pss_last {
                     t.pss_peak = Some(t.pss_peak.map_or(pss, |p| p.max(pss)));

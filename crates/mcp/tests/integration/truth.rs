@@ -10,9 +10,24 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// Scenarios run one at a time: each is a truth about CPU time, which two at once would
-/// change (the tests beside them are load they must withstand anyway).
-static ONE_SCENARIO: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Scenarios run one at a time, across processes too (nextest runs each test in its own):
+/// each is a truth about CPU time, which two at once would change (the other tests beside
+/// them are load they must withstand anyway). An exclusive flock, released with the file.
+struct OneScenario(#[allow(dead_code)] std::fs::File);
+
+fn one_scenario() -> OneScenario {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("system-profile-truth-corpus.lock"))
+        .unwrap();
+    // SAFETY: flock on a descriptor this function owns; it blocks until the lock is free.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock: {}", std::io::Error::last_os_error());
+    OneScenario(f)
+}
 
 fn corpus() -> PathBuf {
     workspace_root().join("tests/truth")
@@ -269,7 +284,7 @@ fn run_scenario(name: &str) {
     ) {
         return;
     }
-    let _one = ONE_SCENARIO.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_scenario();
     let dir = corpus().join("scenarios").join(name);
     let sc: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("scenario.json")).unwrap()).unwrap();

@@ -156,7 +156,12 @@ pub(super) fn unprofiled_wall<'a>(inputs: &'a Inputs, run: &RunRecord) -> Option
         .filter(|r| {
             r.target == run.target && r.status == system_profile_model::run::RunStatus::Completed
         })
-        .filter(|r| matches!(r.profiler, Method::TimeV | Method::ProcfsSampler))
+        .filter(|r| {
+            matches!(
+                r.profiler,
+                Method::Measure | Method::TimeV | Method::ProcfsSampler
+            )
+        })
         .filter_map(|r| Some((r.wall_s?, r.run_id.as_str())))
         .min_by(|a, b| a.0.total_cmp(&b.0))
 }

@@ -34,7 +34,7 @@ def main():
     for line in Path(sys.argv[1]).read_text().splitlines():
         r = json.loads(line)
         ours[r["scenario"]] = r
-    print("| scenario | truth (main) | ours: top recommendation | ours: top CPU hotspot | py-spy (default) top | Scalene top | judged |")
+    print("| scenario | truth (main) | ours: top two recommendations | ours: top CPU hotspot | py-spy (default) top | Scalene top | judged |")
     print("|---|---|---|---|---|---|---|")
     for d in sorted((HERE / "scenarios").iterdir()):
         sc = json.loads((d / "scenario.json").read_text())
@@ -42,7 +42,7 @@ def main():
         o = ours.get(d.name, {})
         scalene = obs.get("peer_scalene_top")
         scalene = first(scalene, "cpu_percent") if isinstance(scalene, list) and scalene else (scalene or "—")
-        print(f"| {d.name} | {truth_text(sc)} | {o.get('top_recommendation') or 'none'} | "
+        print(f"| {d.name} | {truth_text(sc)} | {'; '.join(f"{i + 1}. {t}" for i, t in enumerate(o.get('top_recommendations') or [])) or 'none'} | "
               f"{o.get('top_hotspot') or '—'} | {first(obs.get('peer_py_spy_top_self', []), 'self_percent')} | "
               f"{scalene} | {'pass' if o.get('passed') else 'FAIL' if o else 'not run'} |")
 

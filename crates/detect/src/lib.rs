@@ -80,6 +80,38 @@ async fn part<T>(
     value
 }
 
+/// How much longer the second try of a timed-out probe may take.
+const RETRY_FACTOR: u32 = 4;
+
+/// Run a probe; one that timed out is tried again with a deadline `RETRY_FACTOR` times
+/// longer: on a busy machine a slow start is not a missing tool. The outcome, and whether it
+/// timed out both times (then what it says is not known yet, and the report is not cached).
+pub(crate) async fn run_patiently(
+    spec: &system_profile_exec::CommandSpec,
+    timeout: Duration,
+) -> (
+    Result<system_profile_exec::Outcome, system_profile_exec::ExecError>,
+    bool,
+) {
+    use system_profile_exec::{run, ExitKind, RunOptions};
+    let first = run(spec, &RunOptions::with_timeout(timeout)).await;
+    if !matches!(&first, Ok(o) if o.exit == ExitKind::TimedOut) {
+        return (first, false);
+    }
+    let second = run(spec, &RunOptions::with_timeout(timeout * RETRY_FACTOR)).await;
+    let timed_out = matches!(&second, Ok(o) if o.exit == ExitKind::TimedOut);
+    (second, timed_out)
+}
+
+/// The sentence for a probe that timed out twice.
+pub(crate) fn not_known_yet(what: &str, timeout: Duration) -> String {
+    format!(
+        "not known yet: {what} timed out twice ({:.0} s, then {:.0} s): the machine is busy; call detect_tools again with refresh: true",
+        timeout.as_secs_f64(),
+        (timeout * RETRY_FACTOR).as_secs_f64()
+    )
+}
+
 /// Run every probe in parallel, each under its own timeout, and assemble the report.
 pub async fn detect(opts: &DetectOptions) -> DetectReport {
     let started = Instant::now();
@@ -159,6 +191,35 @@ pub async fn detect(opts: &DetectOptions) -> DetectReport {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0),
+        timed_out: python
+            .timed_out
+            .iter()
+            .chain(host.timed_out.iter())
+            .cloned()
+            .collect(),
         diagnostics,
+    }
+}
+
+#[cfg(test)]
+mod patience {
+    use super::*;
+    use system_profile_exec::{CommandSpec, ExitKind};
+
+    #[tokio::test]
+    async fn a_slow_probe_gets_a_longer_second_try_and_a_hung_one_is_not_known_yet() {
+        // Slower than the first deadline, well within the second (4x).
+        let slow = CommandSpec::new(["sleep", "0.3"]);
+        let (outcome, late) = run_patiently(&slow, Duration::from_millis(150)).await;
+        assert!(!late);
+        assert!(outcome.unwrap().exit.success());
+        // Slower than both.
+        let hung = CommandSpec::new(["sleep", "30"]);
+        let (outcome, late) = run_patiently(&hung, Duration::from_millis(100)).await;
+        assert!(late);
+        assert_eq!(outcome.unwrap().exit, ExitKind::TimedOut);
+        let says = not_known_yet("the torch probe", Duration::from_secs(5));
+        assert!(says.starts_with("not known yet"), "{says}");
+        assert!(says.contains("refresh"), "{says}");
     }
 }

@@ -36,6 +36,8 @@ pub struct HostProbe {
     /// `strace -f true` ran: ptrace of a child works here (seccomp, container caps).
     pub strace_runs: Option<Result<(), String>>,
     pub diagnostics: Vec<String>,
+    /// What timed out twice.
+    pub timed_out: Vec<String>,
 }
 
 /// Find a program on PATH, then beside the target's interpreter (a venv's bin/).
@@ -77,11 +79,14 @@ async fn probe_program(
     };
     let mut argv = vec![path.as_os_str().to_owned()];
     argv.extend(args.iter().map(Into::into));
-    let outcome = run(&CommandSpec::new(argv), &RunOptions::with_timeout(timeout)).await;
+    let (outcome, _) = crate::run_patiently(&CommandSpec::new(argv), timeout).await;
     let (version, error) = match &outcome {
         Ok(o) if o.exit == ExitKind::TimedOut => (
             None,
-            Some(format!("`{program} {}` timed out", args.join(" "))),
+            Some(crate::not_known_yet(
+                &format!("`{program} {}`", args.join(" ")),
+                timeout,
+            )),
         ),
         Ok(o) => {
             let banner = format!("{}\n{}", o.stdout.text(), o.stderr.text());
@@ -210,11 +215,21 @@ pub async fn probe_host_tools(python: &str, timeout: Duration) -> HostProbe {
         .iter()
         .filter_map(|(_, r)| r.error.clone())
         .collect();
+    let timed_out = versions
+        .iter()
+        .filter(|(_, r)| {
+            r.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("not known yet"))
+        })
+        .map(|(p, _)| format!("the {p} probe"))
+        .collect();
     HostProbe {
         programs: versions.into_iter().collect(),
         perf,
         strace_runs,
         diagnostics,
+        timed_out,
     }
 }
 

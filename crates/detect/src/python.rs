@@ -5,7 +5,7 @@ use crate::catalog::{catalog, Locate};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-use system_profile_exec::{run, CommandSpec, ExitKind, RunOptions};
+use system_profile_exec::{CommandSpec, ExitKind};
 use system_profile_model::detect::{PythonEnv, TorchInfo};
 
 /// What the module probe printed for one module.
@@ -44,6 +44,8 @@ pub struct PythonProbe {
     pub modules_ms: f64,
     pub torch_ms: f64,
     pub diagnostics: Vec<String>,
+    /// What timed out twice.
+    pub timed_out: Vec<String>,
 }
 
 const SYS_SCRIPT: &str = r#"
@@ -119,19 +121,21 @@ pub async fn probe(python: &str, timeout: Duration) -> PythonProbe {
     sys_argv.extend(module_args);
     let sys_spec = CommandSpec::new(sys_argv);
     let torch_spec = CommandSpec::new([python, "-c", TORCH_SCRIPT]);
-    let sys_opts = RunOptions::with_timeout(timeout);
-    let torch_opts = RunOptions::with_timeout(timeout * 4);
+    // torch takes seconds to import even on an idle machine.
+    let torch_timeout = timeout * 4;
 
     let t0 = Instant::now();
     let sys_fut = async {
-        let r = run(&sys_spec, &sys_opts).await;
+        let r = crate::run_patiently(&sys_spec, timeout).await;
         (r, t0.elapsed())
     };
     let torch_fut = async {
-        let r = run(&torch_spec, &torch_opts).await;
+        let r = crate::run_patiently(&torch_spec, torch_timeout).await;
         (r, t0.elapsed())
     };
-    let ((sys_out, sys_wall), (torch_out, torch_wall)) = tokio::join!(sys_fut, torch_fut);
+    let (((sys_out, sys_late), sys_wall), ((torch_out, torch_late), torch_wall)) =
+        tokio::join!(sys_fut, torch_fut);
+    let mut timed_out = Vec::new();
 
     let mut diagnostics = Vec::new();
     let mut env = PythonEnv {
@@ -159,6 +163,11 @@ pub async fn probe(python: &str, timeout: Duration) -> PythonProbe {
             env.in_venv = report.in_venv;
             modules = report.modules;
         }
+        None if sys_late => {
+            let what = format!("the Python probe of '{python}'");
+            env.reason = Some(crate::not_known_yet(&what, timeout));
+            timed_out.push(what);
+        }
         None => {
             let why = failure(&sys_out);
             env.reason = Some(format!(
@@ -182,6 +191,11 @@ pub async fn probe(python: &str, timeout: Duration) -> PythonProbe {
                     diagnostics.push("torch is installed but failed to import".into());
                 }
             }
+            None if torch_late => {
+                let what = "the torch probe".to_string();
+                env.torch_reason = Some(crate::not_known_yet(&what, torch_timeout));
+                timed_out.push(what);
+            }
             None => {
                 let why = failure(&torch_out);
                 diagnostics.push(format!("torch probe: {why}"));
@@ -196,5 +210,6 @@ pub async fn probe(python: &str, timeout: Duration) -> PythonProbe {
         modules_ms: sys_wall.as_secs_f64() * 1e3,
         torch_ms: torch_wall.as_secs_f64() * 1e3,
         diagnostics,
+        timed_out,
     }
 }

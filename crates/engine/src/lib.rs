@@ -409,7 +409,10 @@ impl Engine {
             on_part_done,
         })
         .await;
-        cache.insert(python, Arc::new(report.clone()));
+        // A probe that timed out twice says nothing yet: the next call probes again.
+        if report.timed_out.is_empty() {
+            cache.insert(python, Arc::new(report.clone()));
+        }
         Ok(report)
     }
 }

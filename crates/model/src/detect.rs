@@ -286,6 +286,10 @@ pub struct DetectReport {
     pub detected_at_unix_s: f64,
     /// Probes that timed out or misbehaved.
     pub diagnostics: Vec<String>,
+    /// Probes that timed out twice (the second time with a longer deadline): what they would
+    /// have said is not known yet, and a report with any is not cached.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timed_out: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -21,6 +21,8 @@ def first(rows, key, n=1):
 
 def truth_text(sc):
     t = sc["truth"]
+    if t.get("summary"):
+        return t["summary"]
     if t.get("main"):
         return " or ".join(
             f"{m['rule']}" + (f" `{m['subject']}`" if m.get("subject", "*") != "*" else "") for m in t["main"])
@@ -34,7 +36,7 @@ def main():
     for line in Path(sys.argv[1]).read_text().splitlines():
         r = json.loads(line)
         ours[r["scenario"]] = r
-    print("| scenario | truth (main) | ours: top two recommendations | ours: top CPU hotspot | py-spy (default) top | Scalene top | judged |")
+    print("| scenario | truth | ours: top two recommendations | ours: top CPU hotspot | py-spy (default) top | Scalene top | judged |")
     print("|---|---|---|---|---|---|---|")
     for d in sorted((HERE / "scenarios").iterdir()):
         sc = json.loads((d / "scenario.json").read_text())
@@ -42,7 +44,8 @@ def main():
         o = ours.get(d.name, {})
         scalene = obs.get("peer_scalene_top")
         scalene = first(scalene, "cpu_percent") if isinstance(scalene, list) and scalene else (scalene or "—")
-        print(f"| {d.name} | {truth_text(sc)} | {'; '.join(f"{i + 1}. {t}" for i, t in enumerate(o.get('top_recommendations') or [])) or 'none'} | "
+        recs = "; ".join(f"{i + 1}. {t}" for i, t in enumerate(o.get("top_recommendations") or [])) or "none"
+        print(f"| {d.name} | {truth_text(sc)} | {recs} | "
               f"{o.get('top_hotspot') or '—'} | {first(obs.get('peer_py_spy_top_self', []), 'self_percent')} | "
               f"{scalene} | {'pass' if o.get('passed') else 'FAIL' if o else 'not run'} |")
 

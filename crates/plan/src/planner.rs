@@ -1444,6 +1444,9 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
             families: {
                 let mut f = spec.families.to_vec();
                 f.extend(d.yields.iter().filter(|y| !spec.families.contains(y)));
+                // Without a GPU a method sees nothing of one (torch_profiler records CPU
+                // operators only): it covers no GPU family, and the plan must not say so.
+                f.retain(|fam| !fam.needs_gpu() || ctx.gpu_present);
                 f
             },
             artifacts: spec.artifacts.iter().map(|s| s.to_string()).collect(),
@@ -1469,9 +1472,10 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
             .filter(|s| s.families.contains(fam))
             .map(|s| s.id.clone())
             .collect();
-        let by_instrumentation = instrumentation
-            .iter()
-            .any(|i| i.instrument_file.is_some() && measure_families(i.measure).contains(fam));
+        let by_instrumentation = (!fam.needs_gpu() || ctx.gpu_present)
+            && instrumentation
+                .iter()
+                .any(|i| i.instrument_file.is_some() && measure_families(i.measure).contains(fam));
         let status = if !by.is_empty() {
             CoverageStatus::Covered
         } else if by_instrumentation {

@@ -183,11 +183,7 @@ impl Engine {
                 PlanProfileInput {
                     target: TargetSpec::Identified(Box::new(target.clone())),
                     focus: Vec::new(),
-                    // What identify and detect took (seconds on a busy machine) is no
-                    // longer there to plan with.
-                    time_budget_s: config
-                        .budget_s
-                        .map(|b| (b - started.elapsed().as_secs_f64()).max(1.0)),
+                    time_budget_s: config.budget_s,
                     cwd: None,
                     python: python.clone(),
                 },
@@ -206,8 +202,10 @@ impl Engine {
             changes = self.apply_planned(&plan, observe).await?;
         }
 
+        // The budget is for the runs: identifying and detecting take what they take (seconds
+        // on a busy machine), and a run starved by them would measure nothing.
         let runs = self
-            .run_steps(&plan.steps, config.budget_s, started, observe)
+            .run_steps(&plan.steps, config.budget_s, Instant::now(), observe)
             .await;
 
         let mut reverted = false;

@@ -425,11 +425,23 @@ fn a_hung_probe_is_bounded_by_its_timeout() {
                 "params":{"python": python, "probe_timeout_s": 0.5}})
         .to_string(),
     );
-    // The module probe gets 0.5 s, torch's 4x that; everything else answers meanwhile.
-    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // The module probe gets 0.5 s, then a second try of 2 s; torch's 4x that (2 s, then
+    // 8 s): 10 s at most by design, everything else answering meanwhile. The bound here is
+    // generous for a busy machine; what matters is that the call ends and says why.
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
     let py = &r["result"]["python"];
     assert_eq!(py["available"], false, "{py}");
-    assert!(py["reason"].as_str().unwrap().contains("timed out"), "{py}");
+    let reason = py["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("not known yet") && reason.contains("timed out twice"),
+        "{py}"
+    );
+    // Not known yet is not cached: the report says what timed out.
+    assert!(
+        !r["result"]["timed_out"].as_array().unwrap().is_empty(),
+        "{}",
+        r["result"]
+    );
     assert!(r["result"]["tools"].as_array().unwrap().len() > 20);
     assert!(pids_in(&pidfile).iter().all(|p| !alive(*p)));
 }

@@ -46,7 +46,9 @@ pub struct SummarizeInput {
 }
 
 /// Where a figure came from: a run of the session and the file it was read from.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub struct Source {
     /// A run id, `trace` for a stored `analyze_trace` result, or `instrument` for the
     /// instrumentation log.
@@ -147,6 +149,28 @@ pub enum CoverageScope {
     Processes,
     /// The whole machine.
     Machine,
+}
+
+/// One place in the code that allocated memory, from a run that traced allocations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AllocationSiteRow {
+    pub run_id: String,
+    pub source: Source,
+    /// `tracemalloc` (bytes live at the heap's peak) or `memray` (bytes allocated over the
+    /// run, freed or not).
+    pub tool: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// Relative to the root when under it.
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    pub bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// Of the heap's peak (tracemalloc) or of all bytes allocated (memray), in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_percent: Option<f64>,
 }
 
 /// Memory of one place (`cpu`, `cuda:0`) in one run.
@@ -468,6 +492,9 @@ pub struct Report {
     pub cpu: Vec<CpuRow>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub memory: Vec<MemoryRow>,
+    /// Where the Python heap's bytes came from, the largest sites of each tracing run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocation_sites: Vec<AllocationSiteRow>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interconnect: Option<InterconnectTable>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

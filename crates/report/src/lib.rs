@@ -13,6 +13,7 @@ mod markdown;
 pub mod rules;
 mod series;
 pub mod session;
+mod sites;
 mod tables;
 pub mod waits;
 
@@ -251,6 +252,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
             .collect(),
         cpu: tables::cpu_rows(&session),
         memory: tables::memory_rows(&session, &series),
+        allocation_sites: sites::allocation_sites(&config.root, &session),
         interconnect: tables::interconnect(&session),
         gpu: tables::gpu_rows(&session),
         hotspots: tables::hotspots(&config.root, &session).map(|mut t| {

@@ -7,7 +7,7 @@ use system_profile_model::report::{Confidence, Lang, Report, Source};
 
 /// User text (labels, targets, function names) in a table cell: it may not open HTML (a
 /// label `<script>`), break the table (`|`, a newline) or start a code span.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -455,6 +455,7 @@ fn memory(md: &mut String, report: &Report) {
         "RSS of a tree is the largest sum over its processes at one reading, which counts a page shared by several processes once per process; PSS divides each shared page among its sharers and is what the tree really held. Duplicated: bytes of tensors with the same shape, dtype and sampled content found on the CPU and on a GPU at once, and held twice or more on the same place (every copy but one), from the instrumentation. Share of GPUs: this device's part of the GPUs' peak memory (even is 1/N).\n\n",
         "ツリーの RSS は 1 回の読み取りでの全プロセスの和で、共有ページをプロセスごとに数える。PSS は共有ページを共有数で割ったもので、ツリーが実際に保持した量。重複: 形状・dtype・標本化した内容が同じテンソルのうち、CPU と GPU に同時にあったもの、および同じ場所に 2 つ以上あったもの（1 つを除く全コピー）のバイト数。計測コードによる。GPU 間の比率: 各デバイスのピークメモリが全 GPU に占める割合（均等なら 1/N）。\n\n",
     ));
+    crate::sites::render(md, report);
 }
 
 fn interconnect(md: &mut String, report: &Report) {

@@ -739,7 +739,7 @@ pub fn gpu_rows(session: &Session) -> Vec<GpuRow> {
 }
 
 /// A file as the report shows it: relative to the root when under it.
-fn shown_file(root: &std::path::Path, file: &str) -> String {
+pub(crate) fn shown_file(root: &std::path::Path, file: &str) -> String {
     let p = std::path::Path::new(file);
     p.strip_prefix(root)
         .map(|r| r.to_string_lossy().into_owned())

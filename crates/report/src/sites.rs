@@ -1,0 +1,213 @@
+//! The allocation-sites table beside the memory table (built from the tracing runs, rendered
+//! under it), and the sentence that splits a resident peak into the Python heap and the rest
+//! (the interpreter, imported native libraries such as torch, native allocations): the
+//! largest memory fact of a program that imports a framework is often that the import, not
+//! the program's own code, holds most of it.
+
+use crate::fmt::{bytes, num, pct, tr};
+use crate::session::Session;
+use crate::tables::{cite, measured, shown_file};
+use system_profile_model::report::{AllocationSiteRow, Report};
+
+/// Sites per run: enough to see the shape, few enough to read.
+const SITES_PER_RUN: usize = 5;
+
+pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<AllocationSiteRow> {
+    let mut rows = Vec::new();
+    for run in session.runs.iter().filter(|r| measured(r)) {
+        if let Some(p) = &run.metrics.python_memory {
+            for s in p.peak_sites_by_size.iter().take(SITES_PER_RUN) {
+                rows.push(AllocationSiteRow {
+                    run_id: run.run_id.clone(),
+                    source: cite(run, "tracemalloc_json"),
+                    tool: "tracemalloc".into(),
+                    function: None,
+                    file: shown_file(root, &s.file),
+                    line: Some(s.line),
+                    bytes: s.size_bytes,
+                    count: Some(s.count),
+                    share_percent: (p.peak_bytes > 0)
+                        .then(|| s.size_bytes as f64 / p.peak_bytes as f64 * 100.0),
+                });
+            }
+        }
+        if let Some(a) = &run.metrics.allocations {
+            for t in a.top_by_size.iter().take(SITES_PER_RUN) {
+                let Some(size) = t.size_bytes else {
+                    continue;
+                };
+                rows.push(AllocationSiteRow {
+                    run_id: run.run_id.clone(),
+                    source: cite(run, "memray_stats_json"),
+                    tool: "memray".into(),
+                    function: Some(t.function.clone()),
+                    file: shown_file(root, &t.file),
+                    line: t.line,
+                    bytes: size,
+                    count: t.count,
+                    share_percent: (a.total_bytes_allocated > 0)
+                        .then(|| size as f64 / a.total_bytes_allocated as f64 * 100.0),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The resident peak of one process against the Python heap's peak of the same program: what
+/// the heap does not explain is the interpreter, imported libraries and native allocations.
+/// `None` without both figures, or for a tree of several processes (one process's heap says
+/// nothing of a tree's resident set).
+pub fn heap_share_sentence(report: &Report) -> Option<String> {
+    let lang = report.lang;
+    let rss = report
+        .memory
+        .iter()
+        .find(|r| r.place == "cpu" && r.rss_peak_bytes.is_some() && r.run_id != "instrument")?;
+    // A started command under `time -v` is two processes, `time` and the program: the largest
+    // is the program.
+    let (rss_bytes, of) = match rss.processes {
+        Some(n) if n > 2 => return None,
+        Some(2) => (rss.largest_process_rss_peak_bytes?, "the largest process's"),
+        _ => (rss.rss_peak_bytes?, "the"),
+    };
+    // tracemalloc's peak is the Python heap; memray's counts every allocation (native too),
+    // and is used only without the former.
+    let by = |artifact: &str| {
+        report
+            .memory
+            .iter()
+            .filter(|r| r.place == "cpu")
+            .filter(|r| {
+                r.sources
+                    .iter()
+                    .any(|s| s.artifact.as_deref().is_some_and(|a| a.ends_with(artifact)))
+            })
+            .filter_map(|r| Some((r.heap_peak_bytes?, r.run_id.clone())))
+            .max_by_key(|(b, _)| *b)
+    };
+    let (heap, held) = match by("tracemalloc.json") {
+        Some(h) => (h, tr(lang, "the Python heap", "Python ヒープ")),
+        None => (
+            by("memray-stats.json")?,
+            tr(lang, "all allocations memray saw", "memray が見た全確保"),
+        ),
+    };
+    if rss_bytes == 0 || heap.0 > rss_bytes {
+        return None;
+    }
+    let rest = rss_bytes - heap.0;
+    Some(tr(
+        lang,
+        format!(
+            "Of {of} resident peak, {} ({}), {held} held at most {} ({}): the other {} ({}) is the interpreter, the native libraries the program imports and native allocations, not the program's own Python objects.",
+            bytes(rss_bytes), rss.run_id, bytes(heap.0), heap.1, bytes(rest), pct(rest as f64 / rss_bytes as f64 * 100.0)
+        ),
+        format!(
+            "常駐ピーク {}（{}）のうち {held} は最大 {}（{}）。残り {}（{}）はインタプリタ、import したネイティブライブラリ、ネイティブの確保で、プログラム自身の Python オブジェクトではない。",
+            bytes(rss_bytes), rss.run_id, bytes(heap.0), heap.1, bytes(rest), pct(rest as f64 / rss_bytes as f64 * 100.0)
+        ),
+    ))
+}
+
+/// The table under the memory table.
+pub fn render(md: &mut String, report: &Report) {
+    let lang = report.lang;
+    if let Some(s) = heap_share_sentence(report) {
+        md.push_str(&s);
+        md.push_str("\n\n");
+    }
+    if report.allocation_sites.is_empty() {
+        return;
+    }
+    md.push_str(&format!(
+        "#### {}\n\n",
+        tr(lang, "Allocation sites", "メモリ確保箇所")
+    ));
+    let head: Vec<String> = [
+        ("Run", "実行"),
+        ("Tool", "ツール"),
+        ("Where", "場所"),
+        ("Bytes", "バイト"),
+        ("Blocks", "ブロック数"),
+        ("Share", "比率"),
+    ]
+    .iter()
+    .map(|(en, ja)| tr(lang, *en, *ja))
+    .collect();
+    md.push_str(&format!(
+        "| {} |\n|{}\n",
+        head.join(" | "),
+        "---|".repeat(head.len())
+    ));
+    for r in &report.allocation_sites {
+        let at = format!(
+            "{}{}",
+            r.file,
+            r.line.map(|l| format!(":{l}")).unwrap_or_default()
+        );
+        let at = match &r.function {
+            Some(f) => format!(
+                "`{}` ({})",
+                crate::markdown::esc(f),
+                crate::markdown::esc(&at)
+            ),
+            None => format!("`{}`", crate::markdown::esc(&at)),
+        };
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            r.run_id,
+            r.tool,
+            at,
+            bytes(r.bytes),
+            r.count.map(num).unwrap_or_else(|| "—".into()),
+            r.share_percent.map(pct).unwrap_or_else(|| "—".into()),
+        ));
+    }
+    md.push_str(&tr(
+        lang,
+        "\ntracemalloc: bytes still live at the heap's peak, and their share of it; memray: bytes allocated over the whole run (freed or not), and their share of all bytes allocated.\n\n",
+        "\ntracemalloc: ヒープのピーク時点で生存していたバイトとその比率。memray: 実行全体で確保したバイト（解放済みを含む）と全確保量に対する比率。\n\n",
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use system_profile_model::report::MemoryRow;
+
+    #[test]
+    fn the_heap_explains_only_its_part_of_the_resident_peak_and_never_a_trees() {
+        let mut report = Report {
+            lang: system_profile_model::report::Lang::En,
+            memory: vec![
+                MemoryRow {
+                    run_id: "r001".into(),
+                    place: "cpu".into(),
+                    processes: Some(2),
+                    rss_peak_bytes: Some(700 << 20),
+                    largest_process_rss_peak_bytes: Some(686 << 20),
+                    ..MemoryRow::default()
+                },
+                MemoryRow {
+                    run_id: "r002".into(),
+                    place: "cpu".into(),
+                    sources: vec![system_profile_model::report::Source {
+                        run_id: "r002".into(),
+                        artifact: Some("profile_output/s/r002/tracemalloc.json".into()),
+                    }],
+                    heap_peak_bytes: Some(158 << 20),
+                    ..MemoryRow::default()
+                },
+            ],
+            ..Report::default()
+        };
+        let s = heap_share_sentence(&report).unwrap();
+        assert!(
+            s.contains("686.0 MiB") && s.contains("158.0 MiB") && s.contains("528.0 MiB"),
+            "{s}"
+        );
+        report.memory[0].processes = Some(5);
+        assert_eq!(heap_share_sentence(&report), None);
+    }
+}

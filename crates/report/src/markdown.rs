@@ -251,6 +251,23 @@ fn summary(md: &mut String, report: &Report) {
             ),
         ));
     }
+    if let Some(busy) = report
+        .recommendations
+        .iter()
+        .find(|r| r.rule == "cpu_contention")
+    {
+        md.push_str(&tr(
+            lang,
+            format!(
+                "- Caveat: {}; every time here is slower than the program is.\n",
+                prose(&busy.title)
+            ),
+            format!(
+                "- 注意: {}。ここでの時間はすべてプログラムの実力より遅い。\n",
+                prose(&busy.title)
+            ),
+        ));
+    }
     for (i, r) in report.recommendations.iter().take(3).enumerate() {
         md.push_str(&format!("- #{}: {}\n", i + 1, prose(&r.title)));
     }

@@ -68,6 +68,16 @@ use memory::*;
 pub struct Rule {
     pub id: &'static str,
     pub check: fn(&Inputs) -> Vec<Draft>,
+    pub about: About,
+}
+
+/// What a rule's advice changes: the user's program, or where it was measured. Advice about
+/// the program comes first whatever the impacts: a busy machine is a caveat on every figure,
+/// not a change to the code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum About {
+    Program,
+    Environment,
 }
 
 /// What a rule reads.
@@ -146,54 +156,67 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "hot_python_function",
         check: hot_python_function,
+        about: About::Program,
     },
     Rule {
         id: "pageable_or_small_copies",
         check: pageable_or_small_copies,
+        about: About::Program,
     },
     Rule {
         id: "gpu_idle",
         check: gpu_idle,
+        about: About::Program,
     },
     Rule {
         id: "launch_bound",
         check: launch_bound,
+        about: About::Program,
     },
     Rule {
         id: "exposed_communication",
         check: exposed_communication,
+        about: About::Program,
     },
     Rule {
         id: "duplicated_tensors",
         check: duplicated_tensors,
+        about: About::Program,
     },
     Rule {
         id: "waiting_process",
         check: waiting_process,
+        about: About::Program,
     },
     Rule {
         id: "waiting_call",
         check: waiting_call,
+        about: About::Program,
     },
     Rule {
         id: "cpu_contention",
         check: cpu_contention,
+        about: About::Environment,
     },
     Rule {
         id: "syscall_heavy",
         check: syscall_heavy,
+        about: About::Program,
     },
     Rule {
         id: "gpu_memory_imbalance",
         check: gpu_memory_imbalance,
+        about: About::Program,
     },
     Rule {
         id: "python_allocation_site",
         check: python_allocation_site,
+        about: About::Program,
     },
     Rule {
         id: "nccl_socket_fallback",
         check: nccl_socket_fallback,
+        about: About::Program,
     },
 ];
 
@@ -245,8 +268,13 @@ pub fn recommend(inputs: &Inputs) -> Vec<Recommendation> {
             });
         }
     }
-    // Stable: equal impacts keep the rules' order.
-    out.sort_by(|a, b| b.impact.total_cmp(&a.impact));
+    // Program advice first, then by impact; stable: equal impacts keep the rules' order.
+    let about = |id: &str| RULES.iter().find(|r| r.id == id).map(|r| r.about);
+    out.sort_by(|a, b| {
+        about(&a.rule)
+            .cmp(&about(&b.rule))
+            .then(b.impact.total_cmp(&a.impact))
+    });
     out
 }
 

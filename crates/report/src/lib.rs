@@ -7,6 +7,7 @@
 
 mod charts;
 mod compare;
+mod cpu_table;
 mod fmt;
 mod lines;
 mod markdown;
@@ -256,7 +257,16 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
         interconnect: tables::interconnect(&session),
         gpu: tables::gpu_rows(&session),
         hotspots: tables::hotspots(&config.root, &session).map(|mut t| {
-            waits::classify(&mut t, &|file, line| source_line(&config.root, file, line));
+            // Each file read once, however many rows and lines name it.
+            let texts = std::cell::RefCell::new(BTreeMap::<String, Option<String>>::new());
+            waits::classify(&mut t, &|file, line| {
+                let mut texts = texts.borrow_mut();
+                let text = texts
+                    .entry(file.to_string())
+                    .or_insert_with(|| source_text(&config.root, file));
+                let index = (line as usize).checked_sub(1)?;
+                text.as_deref()?.lines().nth(index).map(str::to_string)
+            });
             t
         }),
         notes: session.notes.clone(),
@@ -323,16 +333,16 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
     Ok(report)
 }
 
-/// Line `line` (from 1) of a Python source a hotspot names, to see whether it blocks. Only a
-/// `.py` file under the root (read beneath it) or in a Python installation's library is
-/// read, at most 8 MiB of it; nothing of its text reaches the report but the name of a
-/// blocking call from a fixed list.
-fn source_line(root: &Path, file: &str, line: u32) -> Option<String> {
+/// A Python source a hotspot names, to see whether the sampled line blocks. Only a `.py`
+/// file under the root (read beneath it) or in a Python installation's library is read, at
+/// most 8 MiB of it; nothing of its text reaches the report but the name of a blocking call
+/// from a fixed list.
+fn source_text(root: &Path, file: &str) -> Option<String> {
     const MAX_SOURCE_BYTES: u64 = 8 << 20;
-    if !file.ends_with(".py") || line == 0 {
+    if !file.ends_with(".py") {
         return None;
     }
-    let text = if Path::new(file).is_absolute() {
+    if Path::new(file).is_absolute() {
         if !file.contains("/lib/python") {
             return None;
         }
@@ -340,13 +350,12 @@ fn source_line(root: &Path, file: &str, line: u32) -> Option<String> {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_SOURCE_BYTES), &mut text)
             .ok()?;
-        text
+        Some(text)
     } else {
         let fs = system_profile_confine::Confined::open(root).ok()?;
-        String::from_utf8_lossy(&fs.read_capped(Path::new(file), MAX_SOURCE_BYTES).ok()?.0)
-            .into_owned()
-    };
-    text.lines().nth(line as usize - 1).map(str::to_string)
+        let (bytes, _) = fs.read_capped(Path::new(file), MAX_SOURCE_BYTES).ok()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
 }
 
 /// The Markdown of a report.

@@ -55,27 +55,8 @@ impl Scratch {
     /// hotspot shares taken while two pipelines fight over two cores say little.
     fn profile(&self, args: &[&str]) -> (Value, Output) {
         let _one = ONE_PIPELINE.lock().unwrap_or_else(|p| p.into_inner());
-        let out = Command::new(BIN)
-            .arg("profile")
-            .args(["--root", &self.path().to_string_lossy()])
-            .args(args)
-            .current_dir(self.path())
-            .env("PATH", path_with_venv())
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "profile {args:?}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let json = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("data: "))
-            .unwrap_or_else(|| panic!("no `data:` line in {stdout}"));
-        let report: Value =
-            serde_json::from_str(&std::fs::read_to_string(self.path().join(json)).unwrap())
-                .unwrap();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let (report, _, out) = profile_report(self.path(), &args);
         (report, out)
     }
 }

@@ -4,7 +4,7 @@
 //! scenario): every recommendation is true, the scenario's main truth is among the top two,
 //! every CPU figure says what it covered, and no gain exceeds its whole.
 
-use crate::util::{path_with_venv, require, wait_until, workspace_root, BIN};
+use crate::util::{path_with_venv, profile_report, require, wait_until, workspace_root};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -293,28 +293,9 @@ fn run_scenario(name: &str) {
     let mut started = Started(Vec::new());
     let target = set_up(&sc, scratch.path(), &mut started);
     let budget = sc["budget_s"].as_u64().unwrap_or(30).to_string();
-    let mut args = vec!["profile".to_string(), "--root".into()];
-    args.push(scratch.path().to_string_lossy().into_owned());
-    args.extend(["--budget".to_string(), budget]);
+    let mut args = vec!["--budget".to_string(), budget];
     args.extend(target.split(' ').map(str::to_string));
-    let out = Command::new(BIN)
-        .args(&args)
-        .current_dir(scratch.path())
-        .env("PATH", path_with_venv())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{name}: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("data: "))
-        .unwrap_or_else(|| panic!("no report in {stdout}"));
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(scratch.path().join(json)).unwrap()).unwrap();
+    let (report, json, _) = profile_report(scratch.path(), &args);
     drop(started);
     let wrong = judge(&report, &sc["truth"]);
     record_for_the_table(name, &report, wrong.is_empty());

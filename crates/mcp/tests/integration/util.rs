@@ -261,3 +261,31 @@ pub fn tool_names(list: &Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Run `system-profile profile --root <root> <args>` with the venv on PATH, assert it
+/// succeeded, and return report.json (parsed), its path relative to the root, and the output.
+pub fn profile_report(root: &Path, args: &[String]) -> (Value, String, std::process::Output) {
+    let out = Command::new(BIN)
+        .arg("profile")
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .current_dir(root)
+        .env("PATH", path_with_venv())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "profile {args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap_or_else(|| panic!("no `data:` line in {stdout}"))
+        .to_string();
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(&json)).unwrap()).unwrap();
+    (report, json, out)
+}

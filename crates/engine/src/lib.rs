@@ -504,6 +504,7 @@ impl Engine {
         let place = system_profile_runner::RunPlace {
             dir,
             cwd,
+            run_id: run_id.clone(),
             ..Default::default()
         };
         let samples = place.samples_taken.clone();

@@ -2,15 +2,19 @@
 profile_output/ledger.json; `revert_changes` removes it with the code that calls it.
 
 Measurements go to one JSONL log (profile_output/instrument/measure.jsonl, or $SP_PROFILE_LOG),
-one record per line, described by schemas/instrument_record.json. Records are buffered and
+one record per line, described by schemas/instrument_record.json. A process started by a
+profiler run (`SP_RUN_ID` in its environment, inherited by its children) names that run in
+every record, so a report can tell the runs apart. Records are buffered and
 appended with one write per batch (O_APPEND), so processes that share the log never split a
 line. Unsampled calls cost a counter and a comparison; only sampled calls measure.
 """
 import atexit, functools, inspect, json, os, random, sys, threading, time
 
-HELPER_VERSION = 1
+HELPER_VERSION = 2
 _LOG = os.environ.get("SP_PROFILE_LOG") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "measure.jsonl")
+_RUN = os.environ.get("SP_RUN_ID") or None
+_RUN_JSON = ',"run":%s' % json.dumps(_RUN) if _RUN else ""
 _FLUSH_RECORDS = 512
 _FLUSH_SECONDS = 1.0
 _pid = os.getpid()
@@ -28,6 +32,20 @@ _cpu_ns = time.process_time_ns
 _now_ns = time.time_ns
 _monotonic = time.monotonic
 _modules = sys.modules
+
+
+def _statm_rss():
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+# Before the program's own imports when the runner loads this, or when its import is the
+# file's first line: the interpreter's share of the memory.
+_RSS_AT_LOAD = _statm_rss()
+_LOAD_PID = os.getpid()
 
 
 _rank_known = None
@@ -58,7 +76,7 @@ def _emit(rec):
 
 # Integers (ns) written as decimal seconds: formatting a float costs several times more.
 _TIMING = ('{"kind":"timing","t":%d.%06d,"pid":%d,"change":%s,"site":%s,"call":%d,'
-           '"wall_s":%d.%09d,"cpu_s":%d.%09d%s}\n')
+           '"wall_s":%d.%09d,"cpu_s":%d.%09d%s%s}\n')
 
 
 def _line(r):
@@ -68,7 +86,10 @@ def _line(r):
         w_s, w_ns = divmod(wall_ns, 1000000000)
         c_s, c_ns = divmod(max(cpu_ns, 0), 1000000000)
         return _TIMING % (t_s, t_us, _pid, site.change_json, site.name_json, call,
-                          w_s, w_ns, c_s, c_ns, "" if rank is None else ',"rank":%d' % rank)
+                          w_s, w_ns, c_s, c_ns, "" if rank is None else ',"rank":%d' % rank,
+                          _RUN_JSON)
+    if _RUN:
+        r["run"] = _RUN
     return json.dumps(r, separators=(",", ":")) + "\n"
 
 
@@ -106,6 +127,8 @@ def _write_meta():
     rec = {"kind": "meta", "t": time.time(), "pid": _pid, "argv": list(sys.argv),
            "python": sys.version.split()[0], "helper_version": HELPER_VERSION,
            "cuda_devices": devices}
+    if _RSS_AT_LOAD and _pid == _LOAD_PID:
+        rec["rss_bytes"] = _RSS_AT_LOAD
     if torch is not None:
         rec["torch"] = str(getattr(torch, "__version__", "?"))
     _buf.append(rec)
@@ -296,14 +319,6 @@ class _CudaEvents(_Timing):
     def finish(self):
         if self.pending:
             self.resolve(wait=True)
-
-
-def _statm_rss():
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _device_memory():

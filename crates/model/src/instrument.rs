@@ -379,6 +379,10 @@ pub struct MetaRecord {
     /// Unix time, seconds.
     pub t: f64,
     pub pid: u32,
+    /// The run that started the process (`SP_RUN_ID`, set by `run_profiler` and inherited by
+    /// the process's children); absent when the program ran outside a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     pub argv: Vec<String>,
     pub python: String,
     pub helper_version: u32,
@@ -386,6 +390,10 @@ pub struct MetaRecord {
     pub torch: Option<String>,
     /// CUDA devices torch sees (0 without CUDA or torch).
     pub cuda_devices: u32,
+    /// Resident set when the helper was loaded: before the program's own imports when the
+    /// runner strategy loads it, or when its import is the file's first line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
 }
 
 /// Wall and CPU time of one sampled call of a function or pass through a block.
@@ -394,6 +402,10 @@ pub struct MetaRecord {
 pub struct TimingRecord {
     pub t: f64,
     pub pid: u32,
+    /// The run that started the process (`SP_RUN_ID`, set by `run_profiler` and inherited by
+    /// the process's children); absent when the program ran outside a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     pub change: String,
     pub site: String,
     /// 1-based index of this call among all calls of the site in this process.
@@ -412,6 +424,10 @@ pub struct TimingRecord {
 pub struct CudaTimeRecord {
     pub t: f64,
     pub pid: u32,
+    /// The run that started the process (`SP_RUN_ID`, set by `run_profiler` and inherited by
+    /// the process's children); absent when the program ran outside a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     pub change: String,
     pub site: String,
     pub call: u64,
@@ -427,6 +443,10 @@ pub struct CudaTimeRecord {
 pub struct TransferRecord {
     pub t: f64,
     pub pid: u32,
+    /// The run that started the process (`SP_RUN_ID`, set by `run_profiler` and inherited by
+    /// the process's children); absent when the program ran outside a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     pub change: String,
     pub site: String,
     pub call: u64,
@@ -449,6 +469,10 @@ pub struct TransferRecord {
 pub struct MemoryRecord {
     pub t: f64,
     pub pid: u32,
+    /// The run that started the process (`SP_RUN_ID`, set by `run_profiler` and inherited by
+    /// the process's children); absent when the program ran outside a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     pub change: String,
     pub site: String,
     pub call: u64,
@@ -468,6 +492,10 @@ pub struct MemoryRecord {
 pub struct DuplicatesRecord {
     pub t: f64,
     pub pid: u32,
+    /// The run that started the process (`SP_RUN_ID`, set by `run_profiler` and inherited by
+    /// the process's children); absent when the program ran outside a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     pub change: String,
     pub site: String,
     pub call: u64,
@@ -484,6 +512,10 @@ pub struct DuplicatesRecord {
 pub struct CollectiveRecord {
     pub t: f64,
     pub pid: u32,
+    /// The run that started the process (`SP_RUN_ID`, set by `run_profiler` and inherited by
+    /// the process's children); absent when the program ran outside a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     pub change: String,
     pub site: String,
     pub op: String,
@@ -505,6 +537,10 @@ pub struct CollectiveRecord {
 pub struct SummaryRecord {
     pub t: f64,
     pub pid: u32,
+    /// The run that started the process (`SP_RUN_ID`, set by `run_profiler` and inherited by
+    /// the process's children); absent when the program ran outside a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     pub change: String,
     pub site: String,
     pub measure: Measure,
@@ -520,6 +556,10 @@ pub struct SummaryRecord {
 pub struct NoteRecord {
     pub t: f64,
     pub pid: u32,
+    /// The run that started the process (`SP_RUN_ID`, set by `run_profiler` and inherited by
+    /// the process's children); absent when the program ran outside a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change: Option<String>,
     pub message: String,
@@ -568,6 +608,15 @@ pub struct InstrumentSummary {
     /// Peak memory seen at marked points.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryPeaks>,
+    /// The readings at marked points, in the log's order (the first `MEMORY_MARKS_KEPT`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_marks: Vec<MemoryMark>,
+    /// Marked readings beyond those kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub memory_marks_left_out: u64,
+    /// The smallest resident set a process had when it loaded the helper.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_at_load_bytes: Option<u64>,
     /// What the helper said it could not measure.
     pub notes: Vec<String>,
 }
@@ -627,6 +676,29 @@ pub struct CollectiveSummary {
     pub latency_s_p95: f64,
     pub algbw_gbps_p50: f64,
     pub busbw_gbps_p50: f64,
+}
+
+/// How many marked memory readings a summary keeps: a loop's marks repeat, the first ones
+/// show the phases.
+pub const MEMORY_MARKS_KEPT: usize = 64;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One memory reading at a marked point: a site entered or left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryMark {
+    pub t: f64,
+    pub pid: u32,
+    pub site: String,
+    pub call: u64,
+    /// `enter` or `exit`.
+    pub point: String,
+    pub rss_bytes: u64,
+    /// torch's allocated bytes summed over the devices, when CUDA is in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_allocated_bytes: Option<u64>,
 }
 
 /// The highest memory readings at marked points.

@@ -344,9 +344,17 @@ pub struct AllocationSite {
     pub count: u64,
 }
 
-/// A tracemalloc run: Python allocations from the target's first line to its exit.
+/// A tracemalloc run: Python allocations of the target's own code, from the end of its
+/// leading imports (imported first, untraced, each one's resident cost measured) to its exit.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PythonMemoryProfile {
+    /// The process's resident set before the script's leading imports: the interpreter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_before_imports_bytes: Option<u64>,
+    /// The script's leading imports (its top-level `import`/`from` lines before its first
+    /// other statement), in order, each with the resident set after it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub imports: Vec<ImportCost>,
     /// Traced memory at exit and at its peak.
     pub current_bytes: u64,
     pub peak_bytes: u64,
@@ -363,6 +371,18 @@ pub struct PythonMemoryProfile {
     pub timeline: Vec<(f64, u64, u64)>,
     /// Frames kept per allocation traceback.
     pub traceback_depth: u32,
+}
+
+/// One leading import of a script, imported alone before the script ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ImportCost {
+    pub module: String,
+    /// The process's resident set once it was imported.
+    pub rss_after_bytes: u64,
+    pub wall_s: f64,
+    /// Why it could not be imported ahead (the script then imports it itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Allocations of one place in the code over a whole memray run.

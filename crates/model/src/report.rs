@@ -173,6 +173,62 @@ pub struct AllocationSiteRow {
     pub share_percent: Option<f64>,
 }
 
+/// The resident memory of one Python process at start, after its leading imports, and at its
+/// peak. The start figures come from one run (`source`), the peak from another run of the same
+/// command without a tracing profiler (`peak_source`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryBaseline {
+    pub source: Source,
+    /// The interpreter alone, before the script's first import.
+    pub interpreter_rss_bytes: u64,
+    /// Once the script's leading imports were done, before its own code ran.
+    pub after_imports_rss_bytes: u64,
+    /// The leading imports, the costliest first (the resident set each one added).
+    pub imports: Vec<ImportRow>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_source: Option<Source>,
+    /// The largest resident set of the program's process in `peak_source`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_bytes: Option<u64>,
+    /// `peak_rss_bytes` less `after_imports_rss_bytes`: what the program's own code added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program_added_bytes: Option<u64>,
+    /// The share of the peak that was there before the program's code ran, in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_share_percent: Option<f64>,
+}
+
+/// One leading import and the resident set it added.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ImportRow {
+    pub module: String,
+    pub rss_added_bytes: u64,
+    pub wall_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One memory reading at a point `instrument_file` marked.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryMarkRow {
+    /// The run whose process wrote it.
+    pub run_id: String,
+    pub pid: u32,
+    pub site: String,
+    pub call: u64,
+    /// `enter` or `exit`.
+    pub point: String,
+    /// Seconds since the run started.
+    pub at_s: f64,
+    pub rss_bytes: u64,
+    /// The resident set when the process loaded the helper (the interpreter, before the
+    /// program's imports when the helper came first), for reading the marks against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_at_load_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_allocated_bytes: Option<u64>,
+}
+
 /// Memory of one place (`cpu`, `cuda:0`) in one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MemoryRow {
@@ -495,6 +551,13 @@ pub struct Report {
     /// Where the Python heap's bytes came from, the largest sites of each tracing run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allocation_sites: Vec<AllocationSiteRow>,
+    /// What the process held before its own code ran (interpreter, leading imports) against
+    /// its resident peak: which part of the memory the program's code added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_baseline: Option<MemoryBaseline>,
+    /// Memory at the points `instrument_file` marked, per run, in time order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_marks: Vec<MemoryMarkRow>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interconnect: Option<InterconnectTable>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

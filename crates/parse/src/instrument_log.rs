@@ -6,8 +6,8 @@
 use crate::Format;
 use std::collections::HashMap;
 use system_profile_model::instrument::{
-    CollectiveSummary, InstrumentRecord, InstrumentSummary, MemoryPeaks, SiteSummary,
-    TransferSummary,
+    CollectiveSummary, InstrumentRecord, InstrumentSummary, MemoryMark, MemoryPeaks, SiteSummary,
+    TransferSummary, MEMORY_MARKS_KEPT,
 };
 use system_profile_model::{Diag, Parsed};
 
@@ -106,7 +106,12 @@ pub fn parse(input: &str) -> Parsed<InstrumentSummary> {
             }
         };
         match record {
-            InstrumentRecord::Meta(_) => out.processes += 1,
+            InstrumentRecord::Meta(m) => {
+                out.processes += 1;
+                if let Some(rss) = m.rss_bytes {
+                    out.rss_at_load_bytes = Some(out.rss_at_load_bytes.map_or(rss, |r| r.min(rss)));
+                }
+            }
             InstrumentRecord::Timing(t) => {
                 let s = sites.get((t.change, t.site));
                 s.wall.push(t.wall_s);
@@ -133,6 +138,20 @@ pub fn parse(input: &str) -> Parsed<InstrumentSummary> {
                     .push((c.bytes, c.latency_s, c.algbw_gbps, c.busbw_gbps));
             }
             InstrumentRecord::Memory(m) => {
+                if out.memory_marks.len() < MEMORY_MARKS_KEPT {
+                    out.memory_marks.push(MemoryMark {
+                        t: m.t,
+                        pid: m.pid,
+                        site: m.site.clone(),
+                        call: m.call,
+                        point: m.point.clone(),
+                        rss_bytes: m.rss_bytes,
+                        gpu_allocated_bytes: (!m.devices.is_empty())
+                            .then(|| m.devices.iter().map(|d| d.allocated_bytes).sum()),
+                    });
+                } else {
+                    out.memory_marks_left_out += 1;
+                }
                 let peaks = memory.get_or_insert_with(|| MemoryPeaks {
                     rss_bytes_max: 0,
                     devices: Vec::new(),

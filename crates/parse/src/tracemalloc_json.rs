@@ -1,9 +1,10 @@
 //! The tracemalloc runner's report (written by `runner`'s TRACEMALLOC_RUNNER): peak and exit
-//! totals, site lists as `[file, line, size, count]`, and a `[t, current, peak]` timeline.
+//! totals, site lists as `[file, line, size, count]`, a `[t, current, peak]` timeline, and the
+//! resident cost of the script's leading imports.
 
 use crate::Format;
 use serde::Deserialize;
-use system_profile_model::metrics::{AllocationSite, PythonMemoryProfile};
+use system_profile_model::metrics::{AllocationSite, ImportCost, PythonMemoryProfile};
 use system_profile_model::{Diag, Parsed};
 
 pub struct TracemallocJson;
@@ -31,6 +32,10 @@ struct Raw {
     exit_sites: Vec<Site>,
     #[serde(default)]
     timeline: Vec<(f64, u64, u64)>,
+    #[serde(default)]
+    rss_before_imports: Option<u64>,
+    #[serde(default)]
+    imports: Vec<ImportCost>,
 }
 
 fn sites(raw: &[Site]) -> Vec<AllocationSite> {
@@ -74,6 +79,8 @@ pub fn parse(input: &str) -> Parsed<PythonMemoryProfile> {
     peak.truncate(30);
     Parsed {
         value: PythonMemoryProfile {
+            rss_before_imports_bytes: raw.rss_before_imports.filter(|b| *b > 0),
+            imports: raw.imports,
             current_bytes: raw.current,
             peak_bytes: raw.peak,
             peak_sites_by_size: peak,

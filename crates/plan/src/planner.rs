@@ -492,7 +492,10 @@ fn options_for(ctx: &Context, method: Method, step: &Step) -> ProfilerOptions {
                 record_shapes: o.record_shapes,
                 profile_memory: o.profile_memory,
                 with_stack: o.with_stack,
-                schedule: o.schedule,
+                // The schedule advances on optimizer steps: without any it never starts.
+                schedule: o
+                    .schedule
+                    .filter(|_| steps_an_optimizer(ctx) != Some(false)),
                 ..Default::default()
             }
         }
@@ -544,6 +547,47 @@ fn options_for(ctx: &Context, method: Method, step: &Step) -> ProfilerOptions {
         _ => {}
     }
     o
+}
+
+/// Calls that make or step a torch optimizer: its classes (`torch.optim.*`) and `zero_grad`.
+/// `step` alone says nothing (a trainer's own `step` method is common).
+const OPTIMIZER_CALLS: [&str; 15] = [
+    "zero_grad",
+    "SGD",
+    "Adam",
+    "AdamW",
+    "Adagrad",
+    "Adadelta",
+    "Adamax",
+    "NAdam",
+    "RAdam",
+    "RMSprop",
+    "Rprop",
+    "ASGD",
+    "LBFGS",
+    "SparseAdam",
+    "Adafactor",
+];
+
+/// Whether the target's source makes or steps a torch optimizer, itself or through a trainer
+/// library; `None` without an outline of it. torch.profiler's schedule advances on optimizer
+/// steps: a hand-written update (`p -= lr * p.grad`) makes none, and a schedule would then
+/// trace nothing.
+fn steps_an_optimizer(ctx: &Context) -> Option<bool> {
+    let o = ctx.outline?;
+    let trainer = o.imports.iter().any(|i| {
+        matches!(
+            i.as_str(),
+            "lightning" | "pytorch_lightning" | "transformers" | "accelerate" | "deepspeed"
+        )
+    });
+    let calls = o
+        .defs
+        .iter()
+        .flat_map(|d| d.notable_calls.iter())
+        .chain(o.module_level_calls.iter())
+        .any(|c| OPTIMIZER_CALLS.contains(&c.as_str()));
+    Some(trainer || calls)
 }
 
 /// Methods a step preferred and could not use, with why.
@@ -694,6 +738,15 @@ fn draft_steps(
                             ),
                         };
                         let mut run = base_run(method, target);
+                        if method == Method::TorchProfiler
+                            && step.options.schedule.is_some()
+                            && run.options.schedule.is_none()
+                        {
+                            notes.push(format!(
+                                "{}: the program's source makes no torch optimizer (no `torch.optim` class, no `zero_grad`, no trainer library), and torch.profiler's schedule advances on optimizer steps: the whole run is traced instead of a few steps.",
+                                step.name
+                            ));
+                        }
                         if mode == TargetMode::Launch {
                             run.cwd = cwd.clone();
                         } else {

@@ -5,6 +5,7 @@
 //! SVG charts, and `report.md` / `report.json`; and `compare`, two sessions side by side with
 //! each delta judged against the run-to-run noise of repeats. It does no profiling itself.
 
+mod baseline;
 mod charts;
 mod compare;
 mod cpu_table;
@@ -201,7 +202,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
     let mut session = session::load(&config.root, &name, &input.runs)?;
     // Lines as the files stand after revert, not as instrumentation had shifted them.
     lines::restore(&config.root, &mut session.runs);
-    if session.runs.is_empty() && session.traces.is_empty() && session.instrument.is_none() {
+    if session.runs.is_empty() && session.traces.is_empty() && session.instrument.is_empty() {
         return Err(ReportError::new(
             ReportErrorKind::NoData,
             format!(
@@ -254,6 +255,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
         cpu: tables::cpu_rows(&session),
         memory: tables::memory_rows(&session, &series),
         allocation_sites: sites::allocation_sites(&config.root, &session),
+        memory_marks: baseline::memory_marks(&session),
         interconnect: tables::interconnect(&session),
         gpu: tables::gpu_rows(&session),
         hotspots: tables::hotspots(&config.root, &session).map(|mut t| {
@@ -272,6 +274,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
         notes: session.notes.clone(),
         ..Report::default()
     };
+    report.memory_baseline = baseline::memory_baseline(&session, &report.memory);
     let empty = [
         ("cpu", report.cpu.is_empty()),
         ("memory", report.memory.is_empty()),

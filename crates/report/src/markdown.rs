@@ -251,6 +251,9 @@ fn summary(md: &mut String, report: &Report) {
             ),
         ));
     }
+    if let Some(line) = crate::baseline::summary_line(report) {
+        md.push_str(&line);
+    }
     if let Some(busy) = report
         .recommendations
         .iter()

@@ -1,6 +1,6 @@
 //! A session read back from disk: `profile_output/<session>/manifest.json` (the runs),
 //! `traces/*.json` (stored `analyze_trace` results), and the lines of the instrumentation log
-//! written while the session's runs ran.
+//! written by the session's runs, split by run.
 
 use crate::{ReportError, ReportErrorKind};
 use serde::Deserialize;
@@ -25,6 +25,13 @@ pub struct StoredTrace {
     pub report: TraceReport,
 }
 
+/// What the instrumentation helper measured in the processes of one run.
+#[derive(Debug, Clone)]
+pub struct RunInstrument {
+    pub run_id: String,
+    pub summary: InstrumentSummary,
+}
+
 /// Everything the report reads of one session.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -35,8 +42,9 @@ pub struct Session {
     /// The runs asked for, in the manifest's order.
     pub runs: Vec<RunRecord>,
     pub traces: Vec<StoredTrace>,
-    /// The instrumentation log's lines from the session's time window, summed.
-    pub instrument: Option<InstrumentSummary>,
+    /// The instrumentation log's lines of each run of the session, summed per run, in the
+    /// runs' order; runs that wrote none are left out.
+    pub instrument: Vec<RunInstrument>,
     /// What could not be read.
     pub notes: Vec<String>,
 }
@@ -80,6 +88,11 @@ pub fn sessions(root: &Path) -> Vec<String> {
 struct LineTime {
     #[serde(default)]
     t: Option<f64>,
+    /// The run that started the writing process (`SP_RUN_ID`), when one did.
+    #[serde(default)]
+    run: Option<String>,
+    #[serde(default)]
+    pid: Option<u32>,
 }
 
 /// Read a session; `runs` keeps only those run ids (each must exist).
@@ -210,55 +223,125 @@ fn load_traces(root: &Path, dir: &Path, notes: &mut Vec<String>) -> Vec<StoredTr
     out
 }
 
-/// The log's lines written between the first run's start and the last run's end (a second
-/// either side): what this session's runs measured, not another session's.
-fn load_instrument(
-    root: &Path,
-    runs: &[RunRecord],
-    notes: &mut Vec<String>,
-) -> Option<InstrumentSummary> {
-    let text = Confined::open(root)
-        .ok()?
-        .read_to_string(Path::new(system_profile_instrument::LOG_FILE))
-        .ok()?;
-    let start = runs
-        .iter()
-        .map(|r| r.started_at_unix_s)
-        .fold(f64::INFINITY, f64::min);
-    let end = runs
-        .iter()
-        .map(|r| r.ended_at_unix_s.unwrap_or(f64::INFINITY))
-        .fold(f64::NEG_INFINITY, f64::max);
-    if !start.is_finite() {
-        return None;
-    }
-    let (start, end) = (start - 1.0, end + 1.0);
-    let mut kept = String::new();
-    for line in text.lines() {
-        let t = serde_json::from_str::<LineTime>(line)
+/// The log's lines of each run: a line names its run (`SP_RUN_ID`, which the runner sets and
+/// children inherit); a line that names none (a helper older than that) belongs to the run
+/// whose time window (a second either side) holds it, the latest started when several do.
+/// Lines of no run of this session (another session's, the program run by hand) are left out.
+fn load_instrument(root: &Path, runs: &[RunRecord], notes: &mut Vec<String>) -> Vec<RunInstrument> {
+    let Some(text) = Confined::open(root).ok().and_then(|fs| {
+        fs.read_to_string(Path::new(system_profile_instrument::LOG_FILE))
             .ok()
-            .and_then(|l| l.t);
-        if t.is_some_and(|t| t >= start && t <= end) {
-            kept.push_str(line);
-            kept.push('\n');
+    }) else {
+        return Vec::new();
+    };
+    let lines = split_by_run(&text, runs);
+    let mut out = Vec::new();
+    for (run, kept) in runs.iter().zip(lines) {
+        if kept.is_empty() {
+            continue;
+        }
+        let parsed = system_profile_parse::instrument_log::parse(&kept);
+        for d in parsed.diagnostics.iter().take(3) {
+            notes.push(format!(
+                "{} ({}): {}",
+                system_profile_instrument::LOG_FILE,
+                run.run_id,
+                d.message
+            ));
+        }
+        let s = parsed.value;
+        let empty = s.sites.is_empty()
+            && s.transfers.is_empty()
+            && s.collectives.is_empty()
+            && s.duplicates.is_none()
+            && s.memory.is_none();
+        if !empty {
+            out.push(RunInstrument {
+                run_id: run.run_id.clone(),
+                summary: s,
+            });
         }
     }
-    if kept.is_empty() {
-        return None;
+    out
+}
+
+/// The log's lines per run (in `runs`' order); see `load_instrument`. Pure: the tests feed it.
+fn split_by_run(text: &str, runs: &[RunRecord]) -> Vec<String> {
+    let mut lines: Vec<String> = vec![String::new(); runs.len()];
+    // A process's lines stay with the run its first line was given to: its exit records may
+    // come a moment after the run ended, inside the next run's window.
+    let mut run_of_pid: std::collections::HashMap<u32, usize> = Default::default();
+    for line in text.lines() {
+        let Ok(l) = serde_json::from_str::<LineTime>(line) else {
+            continue;
+        };
+        let known = l
+            .pid
+            .filter(|_| l.run.is_none())
+            .and_then(|p| run_of_pid.get(&p).copied());
+        let run = known.or_else(|| run_of_line(runs, l.run.as_deref(), l.t));
+        if let (Some(i), Some(p)) = (run, l.pid) {
+            run_of_pid.entry(p).or_insert(i);
+        }
+        if let Some(i) = run {
+            lines[i].push_str(line);
+            lines[i].push('\n');
+        }
     }
-    let parsed = system_profile_parse::instrument_log::parse(&kept);
-    for d in parsed.diagnostics.iter().take(3) {
-        notes.push(format!(
-            "{}: {}",
-            system_profile_instrument::LOG_FILE,
-            d.message
-        ));
+    lines
+}
+
+/// Which of `runs` wrote a log line: the one it names, else the latest started whose window
+/// (a second either side) holds its time.
+fn run_of_line(runs: &[RunRecord], named: Option<&str>, t: Option<f64>) -> Option<usize> {
+    if let Some(id) = named {
+        return runs.iter().position(|r| r.run_id == id);
     }
-    let s = parsed.value;
-    let empty = s.sites.is_empty()
-        && s.transfers.is_empty()
-        && s.collectives.is_empty()
-        && s.duplicates.is_none()
-        && s.memory.is_none();
-    (!empty).then_some(s)
+    let t = t?;
+    runs.iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            t >= r.started_at_unix_s - 1.0 && t <= r.ended_at_unix_s.unwrap_or(f64::INFINITY) + 1.0
+        })
+        .max_by(|a, b| a.1.started_at_unix_s.total_cmp(&b.1.started_at_unix_s))
+        .map(|(i, _)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: &str, start: f64, end: f64) -> RunRecord {
+        serde_json::from_value(serde_json::json!({
+            "run_id": id, "session": "s", "profiler": "measure", "status": "completed",
+            "target": {"command": ["python3", "x.py"]}, "argv": [], "cwd": "/",
+            "started_at_unix_s": start, "ended_at_unix_s": end, "dir": "d",
+            "artifacts": [], "metrics": {}, "stdout_tail": "", "stderr_tail": ""
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn lines_go_to_the_run_they_name_else_to_their_process_run_else_by_time() {
+        let runs = [run("r1", 100.0, 110.0), run("r2", 110.5, 120.0)];
+        let log = [
+            // Named: wherever its time falls.
+            r#"{"kind":"note","t":115.0,"pid":7,"message":"a","run":"r1"}"#,
+            // Unnamed, by time: pid 8 starts in r1...
+            r#"{"kind":"meta","t":105.0,"pid":8}"#,
+            // ...and its exit records, inside r2's window, stay with r1.
+            r#"{"kind":"summary","t":110.8,"pid":8}"#,
+            r#"{"kind":"meta","t":112.0,"pid":9}"#,
+            // Another session's run, and a line of no run at all.
+            r#"{"kind":"note","t":105.0,"pid":10,"run":"r9"}"#,
+            r#"{"kind":"note","t":500.0,"pid":11}"#,
+        ]
+        .join("\n");
+        let split = split_by_run(&log, &runs);
+        assert_eq!(split[0].lines().count(), 3, "{split:?}");
+        assert!(split[0].contains(r#""pid":8}"#) && split[0].contains(r#""t":110.8"#));
+        assert!(split[0].contains(r#""run":"r1""#));
+        assert_eq!(split[1].lines().count(), 1, "{split:?}");
+        assert!(split[1].contains(r#""pid":9"#));
+    }
 }

@@ -12,11 +12,21 @@ use system_profile_model::report::{AllocationSiteRow, Report};
 /// Sites per run: enough to see the shape, few enough to read.
 const SITES_PER_RUN: usize = 5;
 
+/// The instrumentation helper's own lines: what measuring cost, not what the program holds.
+fn ours(file: &str) -> bool {
+    file.ends_with("/_sp_profile.py")
+}
+
 pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<AllocationSiteRow> {
     let mut rows = Vec::new();
     for run in session.runs.iter().filter(|r| measured(r)) {
         if let Some(p) = &run.metrics.python_memory {
-            for s in p.peak_sites_by_size.iter().take(SITES_PER_RUN) {
+            for s in p
+                .peak_sites_by_size
+                .iter()
+                .filter(|s| !ours(&s.file))
+                .take(SITES_PER_RUN)
+            {
                 rows.push(AllocationSiteRow {
                     run_id: run.run_id.clone(),
                     source: cite(run, "tracemalloc_json"),
@@ -32,7 +42,12 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
             }
         }
         if let Some(a) = &run.metrics.allocations {
-            for t in a.top_by_size.iter().take(SITES_PER_RUN) {
+            for t in a
+                .top_by_size
+                .iter()
+                .filter(|t| !ours(&t.file))
+                .take(SITES_PER_RUN)
+            {
                 let Some(size) = t.size_bytes else {
                     continue;
                 };
@@ -60,10 +75,9 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
 /// nothing of a tree's resident set).
 pub fn heap_share_sentence(report: &Report) -> Option<String> {
     let lang = report.lang;
-    let rss = report
-        .memory
-        .iter()
-        .find(|r| r.place == "cpu" && r.rss_peak_bytes.is_some() && r.run_id != "instrument")?;
+    let rss = report.memory.iter().find(|r| {
+        r.place == "cpu" && r.rss_peak_bytes.is_some() && !crate::tables::from_instrument(r)
+    })?;
     // A started command under `time -v` is two processes, `time` and the program: the largest
     // is the program.
     let (rss_bytes, of) = match rss.processes {
@@ -113,7 +127,14 @@ pub fn heap_share_sentence(report: &Report) -> Option<String> {
 /// The table under the memory table.
 pub fn render(md: &mut String, report: &Report) {
     let lang = report.lang;
-    if let Some(s) = heap_share_sentence(report) {
+    // The baseline says more than this sentence (what the imports held, measured): one of them.
+    let sentence = report
+        .memory_baseline
+        .is_none()
+        .then(|| heap_share_sentence(report))
+        .flatten();
+    crate::baseline::render(md, report);
+    if let Some(s) = sentence {
         md.push_str(&s);
         md.push_str("\n\n");
     }

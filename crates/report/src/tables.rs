@@ -2,7 +2,7 @@
 //! instrumentation log), citing it. Nothing here reads files but the sampler series.
 
 use crate::series::RunSeries;
-use crate::session::Session;
+use crate::session::{RunInstrument, Session};
 use std::collections::BTreeMap;
 use system_profile_model::metrics::{StackProfile, TraceCopies};
 use system_profile_model::peaks::{gpu_peaks, pcie_gbps_per_direction};
@@ -105,11 +105,9 @@ pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> V
             }
         }
     }
-    if let Some(s) = &session.instrument {
-        let source = Source {
-            run_id: "instrument".into(),
-            artifact: Some(system_profile_instrument::LOG_FILE.into()),
-        };
+    for RunInstrument { run_id, summary: s } in &session.instrument {
+        let source = instrument_source(run_id);
+        let label = instrument_label(run_id);
         let cross: Vec<_> = s
             .duplicates
             .iter()
@@ -140,7 +138,7 @@ pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> V
         };
         if let Some(mem) = &s.memory {
             rows.push(MemoryRow {
-                run_id: "instrument".into(),
+                run_id: label.clone(),
                 place: "cpu".into(),
                 sources: vec![source.clone()],
                 rss_peak_bytes: Some(mem.rss_bytes_max),
@@ -152,7 +150,7 @@ pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> V
             for d in &mem.devices {
                 let place = format!("cuda:{}", d.device);
                 rows.push(MemoryRow {
-                    run_id: "instrument".into(),
+                    run_id: label.clone(),
                     sources: vec![source.clone()],
                     gpu_allocated_bytes: Some(d.allocated_bytes),
                     gpu_reserved_bytes: Some(d.reserved_bytes),
@@ -167,7 +165,7 @@ pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> V
             }
         } else if s.duplicates.is_some() {
             rows.push(MemoryRow {
-                run_id: "instrument".into(),
+                run_id: label.clone(),
                 place: "cpu".into(),
                 sources: vec![source],
                 duplicated_bytes: dup_on("cpu"),
@@ -177,6 +175,26 @@ pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> V
         }
     }
     rows
+}
+
+/// Where an instrumentation figure comes from: the run whose processes wrote it, in the log.
+pub(crate) fn instrument_source(run_id: &str) -> Source {
+    Source {
+        run_id: run_id.into(),
+        artifact: Some(system_profile_instrument::LOG_FILE.into()),
+    }
+}
+
+/// A memory row read from the instrumentation log rather than measured by the run itself.
+pub(crate) fn from_instrument(row: &MemoryRow) -> bool {
+    row.sources
+        .iter()
+        .any(|s| s.artifact.as_deref() == Some(system_profile_instrument::LOG_FILE))
+}
+
+/// A table row of what the instrumentation measured in a run, beside the run's own rows.
+pub(crate) fn instrument_label(run_id: &str) -> String {
+    format!("{run_id} (instrument)")
 }
 
 /// `HtoD` → `H2D`, as the report names directions.
@@ -335,11 +353,8 @@ const KIND_ORDER: [&str; 5] = ["H2D", "D2H", "D2D", "P2P", "H2H"];
 pub fn interconnect(session: &Session) -> Option<InterconnectTable> {
     let links = links(session);
     let mut rows = Vec::new();
-    if let Some(s) = &session.instrument {
-        let source = Source {
-            run_id: "instrument".into(),
-            artifact: Some(system_profile_instrument::LOG_FILE.into()),
-        };
+    for RunInstrument { run_id, summary: s } in &session.instrument {
+        let source = instrument_source(run_id);
         for t in &s.transfers {
             let kind = direction(&t.direction);
             let bandwidth = t.bandwidth_gbps;

@@ -781,6 +781,84 @@ async fn tracemalloc_finds_the_site_of_the_peak_and_what_stays() {
     assert!(e.argv.contains(&"<tracemalloc runner>".to_string()));
 }
 
+/// Leading imports (one in a `try`), then code, then a later import that must stay where it is.
+const IMPORTS: &str = r#""""Leading imports, then code."""
+import sys
+import csv
+try:
+    import xml.dom.minidom
+except ImportError:
+    xml = None
+from email import message
+print("decimal" in sys.modules, file=sys.stderr)
+import decimal
+held = [bytes(100) for _ in range(100_000)]
+"#;
+
+#[tokio::test]
+async fn tracemalloc_imports_the_leading_imports_untraced_and_weighs_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let script_path = script(dir.path(), "imports.py", IMPORTS);
+    let e = execute(
+        &input(Method::Tracemalloc, command(&[&py, &script_path])),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    // The import after the first statement ran where the program put it, not ahead.
+    assert!(e.stderr_tail.starts_with("False"), "{}", e.stderr_tail);
+    let m = e.metrics.python_memory.as_ref().unwrap();
+    let names: Vec<&str> = m.imports.iter().map(|i| i.module.as_str()).collect();
+    assert_eq!(names, ["sys", "csv", "xml.dom.minidom", "email"], "{m:?}");
+    let before = m
+        .rss_before_imports_bytes
+        .expect("the interpreter's resident set");
+    assert!(before > 1 << 20, "{before}");
+    let mut last = before;
+    for i in &m.imports {
+        assert!(i.error.is_none(), "{i:?}");
+        assert!(i.rss_after_bytes >= last / 2, "{i:?} after {last}");
+        last = i.rss_after_bytes;
+    }
+    // What the imports allocated is not the program's: no stdlib module's line among the
+    // sites, and the program's list is the first.
+    let top = &m.peak_sites_by_size[0];
+    assert!(
+        top.file.ends_with("imports.py") && top.line == 11,
+        "{top:?}"
+    );
+    for s in &m.peak_sites_by_size {
+        assert!(
+            !s.file.contains("/xml/") && !s.file.contains("/email/") && !s.file.contains("/csv"),
+            "an import's allocation was traced: {s:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_program_a_run_starts_knows_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    let mut at = place(dir.path());
+    at.run_id = "r042-custom".into();
+    let e = execute(
+        &input(
+            Method::Custom,
+            command(&[
+                &py,
+                "-c",
+                "import os, sys; print(os.environ.get('SP_RUN_ID'), file=sys.stderr)",
+            ]),
+        ),
+        &at,
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.stderr_tail.trim(), "r042-custom", "{e:?}");
+}
+
 #[tokio::test]
 async fn memray_finds_where_the_bytes_go_and_the_peak() {
     let py = python();
@@ -1191,4 +1269,39 @@ async fn torch_profiler_traces_a_training_loop_on_its_schedule() {
     .unwrap();
     assert_eq!(e.status, RunStatus::Completed, "{e:?}");
     assert!(e.metrics.trace.as_ref().unwrap().events > 100);
+
+    // A hand-written update steps no optimizer: the schedule never starts, nothing is traced,
+    // and the run says so instead of passing for a profile.
+    let manual = script(
+        dir.path(),
+        "manual.py",
+        &TRAIN
+            .replace("opt = torch.optim.SGD(model.parameters(), lr=0.01)\n", "")
+            .replace("    opt.zero_grad()\n", "")
+            .replace(
+                "    opt.step()\n",
+                "    with torch.no_grad():\n        for p in model.parameters():\n            p -= 0.01 * p.grad\n            p.grad = None\n",
+            ),
+    );
+    let mut i = input(Method::TorchProfiler, command(&[&py, &manual]));
+    i.options.schedule = Some(system_profile_model::run::TorchSchedule {
+        wait: 1,
+        warmup: 1,
+        active: 2,
+        repeat: 1,
+    });
+    let e = execute(&i, &place(&dir.path().join("manual")))
+        .await
+        .unwrap();
+    assert!(e.stdout_tail.contains("trained"), "{e:?}");
+    assert_eq!(e.status, RunStatus::Failed, "{e:?}");
+    assert!(
+        e.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("no optimizer step"),
+        "{:?}",
+        e.error
+    );
+    assert!(e.metrics.trace.is_none());
 }

@@ -610,3 +610,40 @@ fn every_recipe_file_matches_the_published_schema() {
     }
     assert_eq!(n, Recipes::builtin().recipes.len());
 }
+
+#[tokio::test]
+async fn the_torch_profiler_schedule_needs_an_optimizer_in_the_source() {
+    let fx = fixture();
+    let gpu = gpu_machine(&real_detect().await);
+    // The fixture's train.py updates nothing through an optimizer (its `Trainer.step` is its
+    // own method): a schedule, which advances on optimizer steps, would never start.
+    std::fs::write(
+        fx.dir.join("train_sgd.py"),
+        "import torch\n\n\ndef main():\n    model = torch.nn.Linear(4, 4)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    for _ in range(10):\n        opt.zero_grad()\n        model(torch.randn(8, 4).cuda()).sum().backward()\n        opt.step()\n\n\nmain()\n",
+    )
+    .unwrap();
+    for (script, scheduled) in [("train.py", false), ("train_sgd.py", true)] {
+        let target = identify_here(&format!("{script} gpu")).await;
+        let p = plan(
+            &target,
+            &gpu,
+            Recipes::builtin(),
+            &options(fx.dir.clone(), every_program),
+        );
+        let steps = steps_of(&p, Method::TorchProfiler);
+        assert!(!steps.is_empty(), "{script}: {:#?}", p.steps);
+        for s in steps {
+            assert_eq!(
+                s.run_profiler.options.schedule.is_some(),
+                scheduled,
+                "{script}: {:?}",
+                s.run_profiler.options
+            );
+        }
+        let said = p
+            .notes
+            .iter()
+            .any(|n| n.contains("makes no torch optimizer"));
+        assert_eq!(said, !scheduled, "{script}: {:?}", p.notes);
+    }
+}

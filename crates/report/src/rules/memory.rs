@@ -2,16 +2,20 @@
 
 use super::*;
 use crate::fmt::{bytes, num, pct, tr};
-use system_profile_model::report::{Confidence, Source};
+use system_profile_model::report::Confidence;
 
 pub(super) fn duplicated_tensors(inputs: &Inputs) -> Vec<Draft> {
     let lang = inputs.lang;
-    let Some(d) = inputs
+    // The run that saw the most held twice (the first of equals: the later runs are under
+    // heavier profilers and see the same tensors).
+    let Some((run_id, d)) = inputs
         .session
         .instrument
-        .as_ref()
-        .and_then(|s| s.duplicates.as_ref())
-        .filter(|d| d.bytes_duplicated >= DUPLICATED_MIN_BYTES)
+        .iter()
+        .rev()
+        .filter_map(|i| Some((&i.run_id, i.summary.duplicates.as_ref()?)))
+        .filter(|(_, d)| d.bytes_duplicated >= DUPLICATED_MIN_BYTES)
+        .max_by_key(|(_, d)| d.bytes_duplicated)
     else {
         return Vec::new();
     };
@@ -57,19 +61,15 @@ pub(super) fn duplicated_tensors(inputs: &Inputs) -> Vec<Draft> {
             ),
         )
     };
-    let evidence_row = rows
-        .iter()
-        .find(|r| r.run_id == "instrument" && r.place == "cpu")
-        .map(|r| format!("memory {} cpu duplicated", r.run_id))
-        .unwrap_or_else(|| "memory instrument duplicated".into());
+    let evidence_row = format!(
+        "memory {} cpu duplicated",
+        crate::tables::instrument_label(run_id)
+    );
     vec![Draft {
         title,
         action,
         evidence: vec![evidence_row],
-        sources: vec![Source {
-            run_id: "instrument".into(),
-            artifact: Some(system_profile_instrument::LOG_FILE.into()),
-        }],
+        sources: vec![crate::tables::instrument_source(run_id)],
         confidence: Confidence::High,
         ..Draft::saves_memory(d.bytes_duplicated, rss)
     }]

@@ -5,6 +5,7 @@
 
 mod compare;
 mod errors;
+mod memory;
 mod rules;
 mod snapshots;
 mod support;

@@ -23,6 +23,8 @@ PROGRAMS = os.path.join(DATA, "programs")
 OUT = os.path.join(DATA, "sessions")
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 VENV_PY = os.path.join(REPO, ".venv", "bin", "python")
+# system_profile_instrument::BACKUP_DIR
+BACKUP_DIR = os.path.join("profile_output", ".backup")
 sys.path.insert(0, os.path.join(REPO, "bench"))
 from stdio_client import Server  # noqa: E402
 
@@ -64,6 +66,12 @@ def keep(root, session, name):
                     dst_file = os.path.join(dst, "files", change["file"])
                     os.makedirs(os.path.dirname(dst_file), exist_ok=True)
                     shutil.copy(src_file, dst_file)
+                # The file as the change left it: the report maps lines back through it.
+                after = os.path.join(BACKUP_DIR, change["id"] + ".after")
+                if os.path.exists(os.path.join(root, after)):
+                    dst_file = os.path.join(dst, "files", after)
+                    os.makedirs(os.path.dirname(dst_file), exist_ok=True)
+                    shutil.copy(os.path.join(root, after), dst_file)
         with open(ledger) as fh:
             text = fh.read().replace(root, "@ROOT@")
         with open(os.path.join(dst, "ledger.json"), "w") as fh:

@@ -5,7 +5,7 @@ line: the biggest allocation site); prepare() makes a float32 tensor of 32 MiB a
 clone of it beside it (the same data held twice: the redundant copy). Without torch, the
 tensor is a bytearray and its copy a second bytearray.
 """
-__import__("sys").path.append("/tmp/sp-capture-wvvuqrhj/profile_output/instrument"); import _sp_profile  # [PROFILE] c0002
+__import__("sys").path.append("/tmp/sp-capture-_83yoqcu/profile_output/instrument"); import _sp_profile  # [PROFILE] c0002
 import time
 
 try:

@@ -3,7 +3,7 @@
     .venv/bin/python bench/tracemalloc_cost.py [OLD_REV [NEW_REV]]   # defaults: bb662c6~1 HEAD
 
 Each revision's TRACEMALLOC_RUNNER is read from crates/runner/src/lib.rs (git show) and run on
-examples/memory_hog.py with the venv's interpreter, three times each, interleaved with the
+examples/memory_hog.py (or SP_BENCH_PROGRAM, another file of examples/) with the venv's interpreter, three times each, interleaved with the
 program run alone; prints the median wall seconds and the ratio to the program alone.
 """
 import os
@@ -15,7 +15,7 @@ import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PY = os.path.join(REPO, ".venv", "bin", "python")
-PROGRAM = "memory_hog.py"
+PROGRAM = os.environ.get("SP_BENCH_PROGRAM", "memory_hog.py")
 
 
 def runner(rev):

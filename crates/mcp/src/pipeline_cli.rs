@@ -2,7 +2,7 @@
 //! (a spinner per run with its elapsed time on a terminal, one line per event otherwise) and
 //! the report's place on stdout.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -11,12 +11,16 @@ use system_profile_engine::pipeline::{Instrumentation, PipelineConfig, PipelineE
 use system_profile_engine::{Engine, EngineError};
 
 /// What the user typed after `profile`, joined back into one string as after the slash
-/// command; a word with spaces or quotes is quoted so it stays one word.
-pub fn join_words(words: &[String]) -> String {
+/// command. A word with spaces that names an existing file is quoted so it stays one word;
+/// any other (`"examples/memory_hog.py memory"`, as one argument) is the same words as
+/// typed apart. Blank words are dropped.
+pub fn join_words(words: &[String], exists: impl Fn(&str) -> bool) -> String {
     words
         .iter()
+        .filter(|w| !w.trim().is_empty())
         .map(|w| {
-            if !w.is_empty() && !w.contains(|c: char| c.is_whitespace() || "'\"\\".contains(c)) {
+            let plain = !w.contains(|c: char| c.is_whitespace() || "'\"\\".contains(c));
+            if plain || (!exists(w) && !w.contains(['\'', '"', '\\'])) {
                 w.clone()
             } else {
                 format!("'{}'", w.replace('\'', r"'\''"))
@@ -125,9 +129,10 @@ pub async fn run(
     args: ProfileArgs,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<ExitCode> {
-    let target = join_words(&args.words);
+    let target = join_words(&args.words, |w| std::path::Path::new(w).exists());
     if target.trim().is_empty() {
-        bail!("name a target: a script (examples/cpu_hotspot.py), `pid 4121`, a service name, or a focus word");
+        eprintln!("system-profile: name a target: a script (examples/cpu_hotspot.py), a command, `pid 4121`, a service name, or a focus word (`memory`)");
+        return Ok(ExitCode::from(2));
     }
     let display = Display::new();
     let config = PipelineConfig {
@@ -191,6 +196,20 @@ pub async fn run(
             }
             let _ = writeln!(out, "report: {}", o.report_markdown_path);
             let _ = writeln!(out, "data: {}", o.report_json_path);
+            if completed == 0 {
+                // Nothing was measured: the report is a list of failures, not a profile.
+                let first = o
+                    .runs
+                    .iter()
+                    .find_map(|r| {
+                        r.note
+                            .as_deref()
+                            .map(|n| format!("{} {}: {n}", r.step, r.method))
+                    })
+                    .unwrap_or_else(|| "the plan had no step that can run here".into());
+                eprintln!("system-profile: no run completed; the first error: {first}");
+                return Ok(ExitCode::from(1));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(e @ EngineError::InvalidInput { .. }) => {
@@ -211,14 +230,22 @@ mod tests {
     #[test]
     fn words_keep_their_boundaries() {
         let w = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let none = |_: &str| false;
         assert_eq!(
-            join_words(&w(&["train.py", "--n", "3", "gpu"])),
+            join_words(&w(&["train.py", "--n", "3", "gpu"]), none),
             "train.py --n 3 gpu"
         );
+        // A file whose name has a space stays one word; so does a word with a quote.
         assert_eq!(
-            join_words(&w(&["my file.py", "it's"])),
+            join_words(&w(&["my file.py", "it's"]), |p| p == "my file.py"),
             r"'my file.py' 'it'\''s'"
         );
-        assert_eq!(join_words(&w(&["", "x"])), "'' x");
+        // One quoted argument is the same words as typed apart.
+        assert_eq!(
+            join_words(&w(&["examples/memory_hog.py memory"]), none),
+            "examples/memory_hog.py memory"
+        );
+        assert_eq!(join_words(&w(&["", "x", "  "]), none), "x");
+        assert_eq!(join_words(&w(&["", " "]), none), "");
     }
 }

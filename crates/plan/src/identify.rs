@@ -360,7 +360,10 @@ fn read_main(cwd: &Path, words: &[String]) -> Result<(Main, usize), String> {
         return Ok((f, 1));
     }
     let path = resolve_path(cwd, w);
-    if path.exists() && (looks_like_path(w) || path.is_file()) {
+    // A folder named alone (focus words aside) is that folder: never `python -m` of it, nor
+    // a process name.
+    let alone_dir = path.is_dir() && words[1..].iter().all(|x| !focus_of_word(x).is_empty());
+    if path.exists() && (looks_like_path(w) || path.is_file() || alone_dir) {
         if path.is_dir() {
             if path.join("__main__.py").is_file() {
                 return Ok((
@@ -860,6 +863,13 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
         } else {
             words.extend(split_scripts(&token));
         }
+    }
+    // A blank word (`''`) names nothing; as a name it would match every process.
+    words.retain(|w| !w.trim().is_empty());
+    if words.is_empty() {
+        b.ask("Nothing was named. What should I profile: a script (`train.py`), a command, `pid 4121`, a service or framework name (`vllm serving`), or a focus word (`memory`)?");
+        b.t.summary = "not resolved: see questions".into();
+        return b.t;
     }
     let reading = read_words(&mut b, &words, recipes, &opts.cwd);
     b.t.unrecognized = reading.unrecognized.clone();

@@ -239,6 +239,17 @@ fn sampler_config(options: &ProfilerOptions, place: &RunPlace, jsonl: PathBuf) -
 }
 
 /// Say in the run why it failed when the target's exit explains it.
+/// The last non-blank line a target wrote to stderr, shortened: usually why it failed (a
+/// traceback's last line).
+fn last_words(stderr_tail: &str) -> Option<String> {
+    stderr_tail
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| l.chars().take(300).collect())
+}
+
 fn explain_exit(e: &mut Execution) {
     if e.error.is_some() {
         // The method said why already (nothing traced, nothing kept).
@@ -246,8 +257,11 @@ fn explain_exit(e: &mut Execution) {
     }
     match (e.status, e.exit_code, e.signal) {
         (RunStatus::Failed, Some(code), _) => {
+            let said = last_words(&e.stderr_tail)
+                .map(|l| format!(": it said `{l}`"))
+                .unwrap_or_default();
             e.error = Some(format!(
-                "the target exited with status {code}; what was measured until then is kept (see stderr_tail)"
+                "the target exited with status {code}{said}; what was measured until then is kept (see stderr_tail)"
             ))
         }
         (RunStatus::Failed, _, Some(sig)) => {
@@ -1406,6 +1420,16 @@ async fn py_spy_record(input: &RunProfilerInput, place: &RunPlace) -> Result<Exe
                 "timeout_s passed before py-spy wrote its samples: nothing it sampled was kept; give timeout_s longer than duration_s, or a shorter duration_s"
                     .into(),
             );
+        } else if !attach && e.status == RunStatus::Completed {
+            // Nothing was measured, and py-spy's own status says nothing of the target's: a
+            // run that passed for a profile would be sold as coverage.
+            e.status = RunStatus::Failed;
+            let said = last_words(&e.stderr_tail)
+                .map(|l| format!(" (it said `{l}`)"))
+                .unwrap_or_default();
+            e.error = Some(format!(
+                "py-spy took no samples: the target ended at once{said}, or never ran Python code"
+            ));
         } else {
             e.warnings.push(
                 "py-spy took no samples: the target ended at once, or never ran Python code".into(),

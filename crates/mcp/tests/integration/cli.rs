@@ -143,3 +143,118 @@ fn schemas_writes_every_file_and_check_catches_a_stale_one() {
     std::fs::write(out_dir.join("detect_tools.output.json"), "{}\n").unwrap();
     assert!(check(false).contains("detect_tools.output.json"));
 }
+
+/// `profile` in a scratch folder holding a copy of examples/, with the venv on PATH.
+fn profile_in(root: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .arg("profile")
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .current_dir(root)
+        .env("PATH", path_with_venv())
+        .output()
+        .unwrap()
+}
+
+fn scratch_with_examples() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = dir.path().join("examples");
+    std::fs::create_dir_all(&ex).unwrap();
+    for f in ["cpu_hotspot.py", "memory_hog.py"] {
+        std::fs::copy(workspace_root().join("examples").join(f), ex.join(f)).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn profile_refuses_a_blank_target_and_a_folder_with_exit_2_and_runs_nothing() {
+    let dir = scratch_with_examples();
+    for (args, needle) in [
+        (vec![""], "name a target"),
+        (vec!["  ", ""], "name a target"),
+        // Two quote characters typed as the target are a word, and no target.
+        (vec!["''"], "What should I profile"),
+        (vec!["examples"], "is a directory. Which script should run"),
+        (vec!["examples", "memory"], "is a directory"),
+    ] {
+        let out = profile_in(dir.path(), &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+    }
+    // Nothing ran: no session folder was made.
+    let sessions = std::fs::read_dir(dir.path().join("profile_output"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().join("manifest.json").exists())
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(sessions, 0);
+    // As the slash command passes them, `''` is a quoted empty word: it names nothing (as a
+    // name it would match every process on the machine).
+    let out = Command::new(BIN)
+        .args(["call", "identify_target", r#"{"arguments": "''"}"#])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(t["needs_clarification"], true, "{t}");
+    assert!(
+        t["processes"].as_array().is_none_or(|p| p.is_empty()),
+        "{t}"
+    );
+    assert!(t["questions"][0]
+        .as_str()
+        .unwrap()
+        .contains("Nothing was named"));
+}
+
+#[test]
+fn one_quoted_argument_is_the_same_target_as_the_words_apart() {
+    let dir = scratch_with_examples();
+    let out = profile_in(
+        dir.path(),
+        &["--budget", "30", "examples/cpu_hotspot.py 20 cpu"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The script with its argument, not a file called `cpu_hotspot.py 20 cpu`.
+    assert!(stdout.contains("target: "), "{stdout}");
+    assert!(stdout.contains("cpu_hotspot.py"), "{stdout}");
+    let completed = stdout
+        .lines()
+        .find(|l| l.starts_with("runs: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(!completed.starts_with("runs: 0 of"), "{stdout}");
+}
+
+#[test]
+fn a_profile_where_no_run_completed_exits_1_with_the_first_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("broken.py"),
+        "import sys\nraise SystemExit('broken.py cannot start: no config given')\n",
+    )
+    .unwrap();
+    let out = profile_in(dir.path(), &["--budget", "60", "broken.py", "cpu"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("no run completed"), "{stderr}");
+    // The program's own words reach the user, not only stderr.txt.
+    assert!(stderr.contains("cannot start: no config given"), "{stderr}");
+    // The report is still written and says why each run failed.
+    let md = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("report: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let text = std::fs::read_to_string(dir.path().join(md)).unwrap();
+    assert!(text.contains("cannot start: no config given"), "{text}");
+}

@@ -571,6 +571,76 @@ fn venv_python(dir: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The interpreter a running Python process uses, as the profilers must start it: the
+/// virtual environment's when the process runs in one (its modules are there), else its exe.
+/// `/proc/<pid>/exe` resolves a venv's `bin/python` symlink to the base interpreter, which
+/// sees none of the venv's packages; the venv is found from, in order, the process's argv[0]
+/// (a `bin/python` beside a `pyvenv.cfg`), its `VIRTUAL_ENV`, and the `site-packages` of
+/// the libraries it mapped.
+fn process_python(p: &ProcessInfo) -> PythonChoice {
+    let found = venv_of_process(p);
+    let exe = p
+        .exe
+        .clone()
+        .unwrap_or_else(|| p.cmdline.first().cloned().unwrap_or_default());
+    match found {
+        Some((python, why)) => PythonChoice {
+            requested: python.clone(),
+            executable: Some(python),
+            version: p.python_version.clone(),
+            chosen_because: format!("process {} runs in a virtual environment ({why})", p.pid),
+        },
+        None => PythonChoice {
+            requested: exe.clone(),
+            executable: p.exe.clone(),
+            version: p.python_version.clone(),
+            chosen_because: format!("process {} runs it", p.pid),
+        },
+    }
+}
+
+/// A venv's interpreter for a process, with how it was found.
+fn venv_of_process(p: &ProcessInfo) -> Option<(String, String)> {
+    let venv_python = |root: &Path| -> Option<String> {
+        let py = root.join("bin/python");
+        (root.join("pyvenv.cfg").is_file() && py.exists())
+            .then(|| py.to_string_lossy().into_owned())
+    };
+    if let Some(argv0) = p.cmdline.first().filter(|a| a.contains('/')) {
+        let path = match (Path::new(argv0).is_absolute(), &p.cwd) {
+            (false, Some(cwd)) => Path::new(cwd).join(argv0),
+            _ => PathBuf::from(argv0),
+        };
+        let root = path.parent().and_then(Path::parent);
+        if let Some(py) = root.and_then(venv_python) {
+            return Some((py, format!("argv[0] is {argv0}")));
+        }
+    }
+    let environ = std::fs::read(format!("/proc/{}/environ", p.pid)).unwrap_or_default();
+    for var in environ.split(|b| *b == 0) {
+        if let Some(v) = var.strip_prefix(b"VIRTUAL_ENV=") {
+            let v = String::from_utf8_lossy(v).into_owned();
+            if let Some(py) = venv_python(Path::new(&v)) {
+                return Some((py, format!("VIRTUAL_ENV={v}")));
+            }
+        }
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", p.pid)).unwrap_or_default();
+    for line in maps.lines() {
+        let Some(path) = line.split_whitespace().nth(5) else {
+            continue;
+        };
+        if let Some(i) = path.find("/site-packages/") {
+            // <root>/lib/pythonX.Y/site-packages/...
+            let root = Path::new(&path[..i]).parent().and_then(Path::parent);
+            if let Some(py) = root.and_then(venv_python) {
+                return Some((py, format!("it loaded {path}")));
+            }
+        }
+    }
+    None
+}
+
 /// Which interpreter a Python target runs with.
 fn choose_python(
     opts: &IdentifyOptions,
@@ -1561,10 +1631,14 @@ async fn resolve_word(
             roots: chosen_roots,
             systemd_unit: unit,
         });
+        // The service's own interpreter (its venv), not the one a new program would get.
         b.t.python = processes
             .iter()
-            .any(|p| p.is_python)
-            .then(|| python.clone());
+            .find(|p| p.is_python)
+            .map(|p| match venv_of_process(p) {
+                Some(_) => process_python(p),
+                None => python.clone(),
+            });
         b.t.processes = processes;
         return;
     }
@@ -1685,15 +1759,7 @@ fn resolve_pids(b: &mut Build, pids: &[u32], table: &Table, has_main: bool) {
     };
     if found.iter().any(|p| p.is_python) {
         let main = found.iter().find(|p| p.is_python).cloned();
-        b.t.python = main.map(|p| PythonChoice {
-            requested: p
-                .exe
-                .clone()
-                .unwrap_or_else(|| p.cmdline.first().cloned().unwrap_or_default()),
-            executable: p.exe.clone(),
-            version: p.python_version.clone(),
-            chosen_because: format!("process {} runs it", p.pid),
-        });
+        b.t.python = main.as_ref().map(process_python);
     }
     b.t.processes = found;
 }

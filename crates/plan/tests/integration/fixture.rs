@@ -13,7 +13,7 @@ use system_profile_plan::Recipes;
 
 /// Waits for its stdin to close: the test binary holds the other end, so the process ends
 /// when the binary does, whatever its parent is.
-const WATCH_STDIN: &str = "import sys\nsys.stdin.read()\n";
+pub const WATCH_STDIN: &str = "import sys\nsys.stdin.read()\n";
 
 /// Starts argv (with its own argv[0]) as a grandchild and prints its PID: the fixture's
 /// processes must not be descendants of the test binary, which identification leaves out as
@@ -193,7 +193,7 @@ fn wait_for_children(pid: u32, n: usize) {
 
 /// Start `argv` (run by `python`, shown as `argv[0]`) detached from this binary: its parent
 /// is a launcher that exits at once. Returns its PID and the pipe whose closing ends it.
-fn start_detached(
+pub fn start_detached(
     python: &str,
     argv: &[&str],
     env: &[(&str, &Path)],

@@ -663,3 +663,69 @@ async fn a_dead_process_and_this_server_are_refused() {
         t.questions
     );
 }
+
+#[tokio::test]
+async fn a_running_process_in_a_venv_gets_the_venvs_interpreter_and_says_why() {
+    let fx = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let venv = dir.path().join("svc-venv");
+    let made = std::process::Command::new(&fx.python)
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let in_venv = venv.join("bin/python").to_string_lossy().into_owned();
+    // The interpreter behind the venv's symlink: what /proc/<pid>/exe shows for either.
+    let base = std::fs::canonicalize(&in_venv)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let venv_root = venv.to_string_lossy().into_owned();
+    for (python, env, want, because) in [
+        (in_venv.as_str(), vec![], in_venv.as_str(), "argv[0]"),
+        (
+            base.as_str(),
+            vec![("VIRTUAL_ENV", venv_root.as_str())],
+            in_venv.as_str(),
+            "VIRTUAL_ENV",
+        ),
+        (base.as_str(), vec![], base.as_str(), "runs it"),
+    ] {
+        // Not a child of this binary: identification leaves its own tree out. It ends when
+        // `_stdin` is dropped.
+        let env: Vec<(&str, &std::path::Path)> = env
+            .iter()
+            .map(|(k, v)| (*k, std::path::Path::new(*v)))
+            .collect();
+        let (pid, _stdin) = crate::fixture::start_detached(
+            python,
+            &[python, "-c", crate::fixture::WATCH_STDIN],
+            &env,
+            dir.path(),
+        );
+        // The process is there once /proc shows it running Python (a busy machine may be slow
+        // to exec it).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let t = loop {
+            let t = identify_here(&format!("pid {pid}")).await;
+            if t.python.is_some() || std::time::Instant::now() > deadline {
+                break t;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        };
+        let chosen = t
+            .python
+            .as_ref()
+            .unwrap_or_else(|| panic!("{python} {env:?}: {t:#?}"));
+        assert_eq!(
+            chosen.executable.as_deref(),
+            Some(want),
+            "{python} {env:?}: {chosen:?}"
+        );
+        assert!(
+            chosen.chosen_because.contains(because),
+            "{python} {env:?}: {chosen:?}"
+        );
+    }
+}

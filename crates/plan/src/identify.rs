@@ -936,11 +936,6 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
     }
     // A blank word (`''`) names nothing; as a name it would match every process.
     words.retain(|w| !w.trim().is_empty());
-    if words.is_empty() {
-        b.ask("Nothing was named. What should I profile: a script (`train.py`), a command, `pid 4121`, a service or framework name (`vllm serving`), or a focus word (`memory`)?");
-        b.t.summary = "not resolved: see questions".into();
-        return b.t;
-    }
     let reading = read_words(&mut b, &words, recipes, &opts.cwd);
     b.t.unrecognized = reading.unrecognized.clone();
     let table = Table::read();
@@ -1269,7 +1264,7 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
     }
 
     if b.t.kind == TargetKind::Unknown && !b.t.needs_clarification {
-        if arguments.trim().is_empty() {
+        if words.is_empty() {
             let mut q = String::from("What should I profile? A script (`train.py`), a module (`-m pkg.mod`), a command, a PID (`pid 4121`), a service name, a function (`app.py:Trainer.step` or `app.py:120-180`), a framework (`vllm serving`, `torch training`), or a focus (`gpu`, `memory`, `interconnect`, `cpu`, `io`).");
             let here = python_files(&opts.cwd, 6);
             if !here.is_empty() {

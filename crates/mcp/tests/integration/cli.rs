@@ -209,7 +209,7 @@ fn profile_refuses_a_blank_target_and_a_folder_with_exit_2_and_runs_nothing() {
     assert!(t["questions"][0]
         .as_str()
         .unwrap()
-        .contains("Nothing was named"));
+        .starts_with("What should I profile?"));
 }
 
 #[test]

@@ -258,3 +258,69 @@ fn a_profile_where_no_run_completed_exits_1_with_the_first_error() {
     let text = std::fs::read_to_string(dir.path().join(md)).unwrap();
     assert!(text.contains("cannot start: no config given"), "{text}");
 }
+
+#[test]
+fn a_tool_found_in_the_venv_runs_from_there_without_the_venv_on_path() {
+    let venv = workspace_root().join(".venv/bin");
+    if !require(
+        "the project's .venv with py-spy",
+        venv.join("py-spy").is_file(),
+    ) {
+        return;
+    }
+    // PATH as a user's shell has it when the venv is not activated: no folder holding py-spy.
+    let path: Vec<std::path::PathBuf> = std::env::split_paths(&std::env::var("PATH").unwrap())
+        .filter(|d| !d.join("py-spy").exists())
+        .collect();
+    let path = std::env::join_paths(path).unwrap();
+    let dir = scratch_with_examples();
+    let out = Command::new(BIN)
+        .arg("profile")
+        .arg("--root")
+        .arg(dir.path())
+        .args(["--budget", "60", "--python"])
+        .arg(venv.join("python"))
+        .args(["examples/cpu_hotspot.py", "40", "cpu"])
+        .current_dir(dir.path())
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("was not found"), "{stdout}");
+    let json = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join(json)).unwrap()).unwrap();
+    let top = &report["hotspots"]["rows"][0];
+    assert_eq!(top["function"], "busy", "{:#}", report["hotspots"]);
+    // The run says where py-spy came from: its recorded PATH starts with the venv's bin.
+    let manifest = std::fs::read_to_string(
+        dir.path()
+            .join(json)
+            .parent()
+            .unwrap()
+            .join("manifest.json"),
+    )
+    .unwrap();
+    let manifest: Value = serde_json::from_str(&manifest).unwrap();
+    let py_spy = manifest["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["profiler"] == "py_spy_record")
+        .unwrap();
+    assert!(
+        py_spy["env"]["PATH"]
+            .as_str()
+            .is_some_and(|p| p.starts_with(venv.to_str().unwrap())),
+        "{:#}",
+        py_spy["env"]
+    );
+}

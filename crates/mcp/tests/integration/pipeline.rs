@@ -150,6 +150,62 @@ fn cpu_hotspot_ranks_its_known_hotspot_first() {
     assert!(report["changes"]["rows"].as_array().unwrap().is_empty());
     assert_eq!(s.git(&["status", "--porcelain"]), "");
     check_sample_report(&s, &s.path().join(report_md(&stdout)));
+    check_sample_stdout(&s, &stdout);
+}
+
+/// What `profile` printed, as a user in the repository's root sees it: the root and the
+/// repository shown as `.`.
+fn shown_stdout(s: &Scratch, stdout: &str) -> String {
+    let root = s.path().canonicalize().unwrap();
+    stdout
+        .replace(&root.to_string_lossy().into_owned(), ".")
+        .replace(&s.path().to_string_lossy().into_owned(), ".")
+        .replace(&workspace_root().to_string_lossy().into_owned(), ".")
+}
+
+const README_SAMPLE: (&str, &str) = ("<!-- sample-stdout: ", "<!-- /sample-stdout -->");
+
+/// The README's sample of `profile`'s output is this test's output (the session's name and
+/// timings vary; every line's kind may not). `SP_UPDATE_SAMPLE=1` writes it there.
+fn check_sample_stdout(s: &Scratch, stdout: &str) {
+    let readme_path = workspace_root().join("README.md");
+    let readme = std::fs::read_to_string(&readme_path).unwrap();
+    let start = readme
+        .find(README_SAMPLE.0)
+        .expect("README.md marks its sample output");
+    let body = start + readme[start..].find('\n').unwrap() + 1;
+    let end = body + readme[body..].find(README_SAMPLE.1).unwrap();
+    let fresh = shown_stdout(s, stdout);
+    if std::env::var_os("SP_UPDATE_SAMPLE").is_some() {
+        let text = format!(
+            "{}{}{}",
+            &readme[..body],
+            format_args!("```\n{fresh}```\n"),
+            &readme[end..]
+        );
+        std::fs::write(&readme_path, text).unwrap();
+        return;
+    }
+    let kinds = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.starts_with("```"))
+            .map(|l| l.split([':', ' ']).next().unwrap_or("").to_string())
+            .collect()
+    };
+    let committed = &readme[body..end];
+    assert_eq!(
+        kinds(&fresh),
+        kinds(committed),
+        "README.md's sample output drifted from `profile`'s: review, then SP_UPDATE_SAMPLE=1 \
+         cargo test -p system-profile-mcp --test integration cpu_hotspot\n{fresh}"
+    );
+    // The lines a reader acts on are the same words.
+    for line in fresh
+        .lines()
+        .filter(|l| l.starts_with("target:") || l.starts_with("1."))
+    {
+        assert!(committed.contains(line), "README.md lacks `{line}`");
+    }
 }
 
 /// The report's shape: its headings (the session name cut), table headers and left-out
@@ -183,9 +239,13 @@ fn check_sample_report(s: &Scratch, fresh_md: &Path) {
         std::fs::create_dir_all(&sample).unwrap();
         for name in ["report.md", "report.json"] {
             let text = std::fs::read_to_string(session_dir.join(name)).unwrap();
+            let repo = workspace_root().to_string_lossy().into_owned();
             std::fs::write(
                 sample.join(name),
-                text.replace(&format!("{root}/"), "").replace(&*root, "."),
+                text.replace(&format!("{root}/"), "")
+                    .replace(&*root, ".")
+                    .replace(&format!("{repo}/"), "")
+                    .replace(&repo, "."),
             )
             .unwrap();
         }

@@ -99,3 +99,17 @@ mod tests {
         assert_eq!(num(1_234_567), "1,234,567");
     }
 }
+
+/// A run's status as the report's reader reads it (report.json keeps the wire word).
+pub fn status_word(lang: Lang, status: &str) -> String {
+    let ja = match status {
+        "completed" => "完了",
+        "failed" => "失敗",
+        "timed_out" => "時間切れ",
+        "cancelled" => "中止",
+        "running" => "実行中",
+        "skipped" => "スキップ",
+        other => other,
+    };
+    tr(lang, status, ja)
+}

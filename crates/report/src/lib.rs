@@ -317,7 +317,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
             report.notes.push(format!(
                 "{} {}: {}",
                 r.run_id,
-                status_text(r.status),
+                fmt::status_word(lang, &status_text(r.status)),
                 r.error.as_deref().unwrap_or("no error recorded")
             ));
         }

@@ -149,7 +149,7 @@ pub fn render(report: &Report) -> String {
                 r.run_id.clone(),
                 r.profiler.id(),
                 esc(r.label.as_deref().unwrap_or("")),
-                r.status.clone(),
+                crate::fmt::status_word(lang, &r.status),
                 code(&r.target),
                 cell(r.wall_s, secs),
             ]
@@ -285,7 +285,13 @@ fn summary(md: &mut String, report: &Report) {
         .runs
         .iter()
         .filter(|r| r.status == "failed" || r.status == "cancelled")
-        .map(|r| format!("{} ({})", r.run_id, r.status))
+        .map(|r| {
+            format!(
+                "{} ({})",
+                r.run_id,
+                crate::fmt::status_word(lang, &r.status)
+            )
+        })
         .collect();
     let not_measured: Vec<String> = report
         .omitted

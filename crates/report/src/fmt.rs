@@ -82,6 +82,20 @@ pub fn cell<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_else(|| "—".into())
 }
 
+/// A run's status as the report's reader reads it (report.json keeps the wire word).
+pub fn status_word(lang: Lang, status: &str) -> String {
+    let ja = match status {
+        "completed" => "完了",
+        "failed" => "失敗",
+        "timed_out" => "時間切れ",
+        "cancelled" => "中止",
+        "running" => "実行中",
+        "skipped" => "スキップ",
+        other => other,
+    };
+    tr(lang, status, ja)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,18 +112,4 @@ mod tests {
         assert_eq!(num(999), "999");
         assert_eq!(num(1_234_567), "1,234,567");
     }
-}
-
-/// A run's status as the report's reader reads it (report.json keeps the wire word).
-pub fn status_word(lang: Lang, status: &str) -> String {
-    let ja = match status {
-        "completed" => "完了",
-        "failed" => "失敗",
-        "timed_out" => "時間切れ",
-        "cancelled" => "中止",
-        "running" => "実行中",
-        "skipped" => "スキップ",
-        other => other,
-    };
-    tr(lang, status, ja)
 }

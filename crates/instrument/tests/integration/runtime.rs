@@ -91,13 +91,11 @@ fn timing_agrees_with_the_programs_own_clock() {
         );
         gaps.push(theirs - wall);
     }
-    // The wrapper's own cost, in the middle of the calls (a shared machine preempts some).
+    // The wrapper's own cost is what a call that was not preempted shows: the smallest gap.
+    // A busy machine preempts many calls between the two clocks (half of them beside
+    // `stress-ng --cpu 4`), but not every one; a wrapper that cost 100 µs would show it in all.
     gaps.sort_by(f64::total_cmp);
-    assert!(
-        gaps[gaps.len() / 2] < 100e-6,
-        "median gap {} s: {gaps:?}",
-        gaps[gaps.len() / 2]
-    );
+    assert!(gaps[0] < 100e-6, "smallest gap {} s: {gaps:?}", gaps[0]);
     assert_eq!(summary(&root.records(), &id), (40, 40));
 }
 

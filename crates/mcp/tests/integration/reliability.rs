@@ -292,7 +292,7 @@ fn an_output_flood_keeps_the_server_small_and_the_disk_capped() {
     let mut s = Server::spawn(&[]);
     s.ask(&initialize(1, "2025-11-25"));
     // 2 GiB to stdout and 256 MiB to stderr as fast as the pipe takes them; 64 MiB kept.
-    let r = s.ask(
+    let r = s.ask_within(
         &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
             "name": "run_profiler",
             "arguments": {"profiler": "custom",
@@ -301,6 +301,7 @@ fn an_output_flood_keeps_the_server_small_and_the_disk_capped() {
                 "options": {"output_cap_bytes": 67108864},
                 "timeout_s": 300}}})
         .to_string(),
+        Duration::from_secs(330),
     );
     let rec = &r["result"]["structuredContent"];
     assert_eq!(rec["status"], "completed", "{r}");

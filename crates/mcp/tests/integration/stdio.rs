@@ -326,7 +326,9 @@ fn a_slow_call_does_not_block_ping_and_cancel_kills_its_children() {
     let t0 = Instant::now();
     let r = s.ask(r#"{"jsonrpc":"2.0","id":"ping-1","method":"ping"}"#);
     assert_eq!(r["id"], "ping-1", "ping answered before the slow call: {r}");
-    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // The slow call never ends by itself: an answer at all is the behaviour; the bound is
+    // only generous enough for a busy machine.
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
     let pids = pids_in(&pidfile);
     assert!(
         pids.iter().any(|p| alive(*p)),

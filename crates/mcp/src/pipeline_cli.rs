@@ -34,13 +34,42 @@ pub fn join_words(words: &[String], exists: impl Fn(&str) -> bool) -> String {
 struct Display {
     bar: Mutex<Option<ProgressBar>>,
     tty: bool,
+    lang: system_profile_model::report::Lang,
+}
+
+/// A progress line's label (a stage, or run/done/skipped) and a run's status, in the report's
+/// language; the wire words stay in report.json.
+fn label(lang: system_profile_model::report::Lang, word: &str) -> String {
+    use system_profile_model::report::Lang;
+    if lang != Lang::Ja {
+        return word.to_string();
+    }
+    match word {
+        "identify" => "特定",
+        "detect" => "検出",
+        "plan" => "計画",
+        "instrument" => "計測挿入",
+        "revert" => "復元",
+        "summarize" => "要約",
+        "run" => "実行",
+        "done" => "終了",
+        "skipped" => "スキップ",
+        "completed" => "完了",
+        "failed" => "失敗",
+        "timed_out" => "時間切れ",
+        "cancelled" => "中止",
+        "error" => "エラー",
+        other => other,
+    }
+    .to_string()
 }
 
 impl Display {
-    fn new() -> Display {
+    fn new(lang: system_profile_model::report::Lang) -> Display {
         Display {
             bar: Mutex::new(None),
             tty: !ProgressDrawTarget::stderr().is_hidden(),
+            lang,
         }
     }
 
@@ -54,7 +83,9 @@ impl Display {
 
     fn show(&self, event: PipelineEvent) {
         match event {
-            PipelineEvent::Stage { name, detail } => self.line(&format!("{name:>10}  {detail}")),
+            PipelineEvent::Stage { name, detail } => {
+                self.line(&format!("{:>10}  {detail}", label(self.lang, name)))
+            }
             PipelineEvent::RunStarted {
                 index,
                 total,
@@ -77,7 +108,7 @@ impl Display {
                     bar.enable_steady_tick(Duration::from_millis(120));
                     *self.bar.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar);
                 } else {
-                    self.line(&format!("{:>10}  {what}", "run"));
+                    self.line(&format!("{:>10}  {what}", label(self.lang, "run")));
                 }
             }
             PipelineEvent::RunFinished {
@@ -90,8 +121,15 @@ impl Display {
             } => {
                 let wall = wall_s.map(|w| format!(" {w:.1} s")).unwrap_or_default();
                 let mut text = format!(
-                    "[{index}] {step} {} {status}{wall}",
-                    run_id.as_deref().unwrap_or("(not started)")
+                    "[{index}] {step} {} {}{wall}",
+                    run_id.as_deref().unwrap_or(
+                        if self.lang == system_profile_model::report::Lang::Ja {
+                            "（未開始）"
+                        } else {
+                            "(not started)"
+                        }
+                    ),
+                    label(self.lang, &status)
                 );
                 if status != "completed" {
                     if let Some(n) = note {
@@ -102,16 +140,19 @@ impl Display {
                 match bar {
                     Some(b) if !b.is_finished() => {
                         b.finish_and_clear();
-                        eprintln!("{:>10}  {text}", "done");
+                        eprintln!("{:>10}  {text}", label(self.lang, "done"));
                     }
-                    _ => eprintln!("{:>10}  {text}", "done"),
+                    _ => eprintln!("{:>10}  {text}", label(self.lang, "done")),
                 }
             }
             PipelineEvent::RunSkipped {
                 index,
                 step,
                 reason,
-            } => self.line(&format!("{:>10}  [{index}] {step}: {reason}", "skipped")),
+            } => self.line(&format!(
+                "{:>10}  [{index}] {step}: {reason}",
+                label(self.lang, "skipped")
+            )),
         }
     }
 }
@@ -134,7 +175,7 @@ pub async fn run(
         eprintln!("system-profile: name a target: a script (examples/cpu_hotspot.py), a command, `pid 4121`, a service name, or a focus word (`memory`)");
         return Ok(ExitCode::from(2));
     }
-    let display = Display::new();
+    let display = Display::new(args.lang);
     let config = PipelineConfig {
         target,
         budget_s: args.budget_s,

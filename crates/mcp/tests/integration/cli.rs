@@ -324,3 +324,34 @@ fn a_tool_found_in_the_venv_runs_from_there_without_the_venv_on_path() {
         py_spy["env"]
     );
 }
+
+#[test]
+fn lang_ja_reaches_the_progress_lines_and_the_run_statuses() {
+    let dir = scratch_with_examples();
+    let out = profile_in(
+        dir.path(),
+        &[
+            "--lang",
+            "ja",
+            "--budget",
+            "30",
+            "examples/cpu_hotspot.py",
+            "20",
+            "cpu",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for word in ["特定", "検出", "計画", "要約"] {
+        assert!(stderr.contains(word), "`{word}` in the progress: {stderr}");
+    }
+    assert!(!stderr.contains("identify "), "{stderr}");
+    let md = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("report: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let text = std::fs::read_to_string(dir.path().join(md)).unwrap();
+    assert!(text.contains("| 完了 |"), "{text}");
+    assert!(!text.contains("| completed |"), "{text}");
+}

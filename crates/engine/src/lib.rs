@@ -6,6 +6,8 @@ pub mod pipeline;
 pub use system_profile_exec::{watchdog_main, Watchdog, WATCHDOG_ARG};
 mod runs;
 mod secrets;
+mod tool_path;
+mod trace_files;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -24,12 +26,11 @@ use system_profile_model::run::{
     RunTarget,
 };
 use system_profile_model::target::{IdentifyTargetInput, Target};
-use system_profile_model::trace::{
-    AnalyzeTraceInput, RankBalance, RankTime, TraceFile, TraceReport,
-};
+use system_profile_model::trace::{AnalyzeTraceInput, TraceReport};
 use system_profile_plan::identify::{identify, IdentifyOptions};
 use system_profile_plan::planner::{plan, PlanOptions};
 use system_profile_plan::Recipes;
+use trace_files::{analyze_file, rank_balance};
 
 /// Where `serve --listen` keeps its bearer token (never served as a resource).
 pub const LISTEN_TOKEN_FILE: &str = "profile_output/.listen-token";
@@ -145,48 +146,6 @@ fn report_error(e: system_profile_report::ReportError) -> EngineError {
 }
 
 impl Engine {
-    /// The run's `PATH` with the folder where detection found the method's program put first,
-    /// when that `PATH` would not find it (`.venv/bin/py-spy` with the venv not activated): a
-    /// tool detection calls usable is run from where it was found. `None` when nothing needs
-    /// adding. The change is in the run's recorded `env`.
-    async fn path_with_tool(&self, input: &RunProfilerInput) -> Option<String> {
-        let tool = input.profiler.spec().tool?;
-        let found: Vec<String> = {
-            let cache = self.detect_cache.lock().await;
-            cache
-                .values()
-                .flat_map(|r| r.tools.iter())
-                .filter(|t| t.id == tool && t.usable)
-                .filter_map(|t| t.path.clone())
-                .collect()
-        };
-        let run_path = input
-            .env
-            .get("PATH")
-            .cloned()
-            .or_else(|| std::env::var("PATH").ok())
-            .unwrap_or_default();
-        for found in found {
-            let found = std::path::Path::new(&found);
-            let (Some(dir), Some(program)) = (found.parent(), found.file_name()) else {
-                continue;
-            };
-            // Python modules (`memray/__init__.py`) run through the interpreter, not PATH.
-            if found.extension().is_some_and(|e| e == "py") {
-                continue;
-            }
-            let on_path = std::env::split_paths(&run_path).any(|d| d.join(program).is_file());
-            if !on_path {
-                let mut dirs = vec![dir.to_path_buf()];
-                dirs.extend(std::env::split_paths(&run_path));
-                return std::env::join_paths(dirs)
-                    .ok()
-                    .map(|p| p.to_string_lossy().into_owned());
-            }
-        }
-        None
-    }
-
     pub fn new(config: EngineConfig) -> Self {
         let root = config
             .root
@@ -819,70 +778,6 @@ impl Engine {
                 ),
             })
     }
-}
-
-/// Analyse one trace file, reading it as gzip when it starts with gzip's magic bytes.
-fn analyze_file(path: &std::path::Path, shown: String) -> Result<TraceFile, EngineError> {
-    use std::io::Read;
-    let failed = |e: std::io::Error| EngineError::Failed {
-        message: format!("cannot read {}: {e}", path.display()),
-    };
-    let bytes = std::fs::metadata(path).map_err(failed)?.len();
-    let mut file = std::fs::File::open(path).map_err(failed)?;
-    let mut magic = [0u8; 2];
-    let n = file.read(&mut magic).map_err(failed)?;
-    let head = std::io::Cursor::new(magic[..n].to_vec());
-    let reader = head.chain(file);
-    let parsed = if magic[..n] == [0x1f, 0x8b] {
-        system_profile_parse::kineto::analyze_reader(flate2::read::GzDecoder::new(reader))
-    } else {
-        system_profile_parse::kineto::analyze_reader(reader)
-    };
-    Ok(TraceFile {
-        path: shown,
-        bytes,
-        analysis: parsed.value,
-        diagnostics: parsed.diagnostics.into_iter().map(|d| d.message).collect(),
-    })
-}
-
-/// Compute and communication time per rank, and who the others wait for.
-fn rank_balance(traces: &[TraceFile]) -> Option<RankBalance> {
-    if traces.len() < 2 {
-        return None;
-    }
-    // Ranks from the traces' distributedInfo, unless two say the same (copies, or traces of
-    // different jobs): then their order in `paths`.
-    let mut said: Vec<Option<u32>> = traces.iter().map(|t| t.analysis.rank).collect();
-    let mut seen = std::collections::HashSet::new();
-    if said.iter().any(|r| r.is_none() || !seen.insert(*r)) {
-        said = (0..traces.len() as u32).map(Some).collect();
-    }
-    let ranks: Vec<RankTime> = traces
-        .iter()
-        .zip(said)
-        .map(|(t, rank)| RankTime {
-            rank: rank.unwrap_or(0),
-            path: t.path.clone(),
-            compute_us: t.analysis.devices.iter().fold(0.0, |a, d| a + d.compute_us),
-            comm_us: t.analysis.devices.iter().fold(0.0, |a, d| a + d.comm_us),
-            idle_us: t.analysis.devices.iter().fold(0.0, |a, d| a + d.idle_us),
-        })
-        .collect();
-    let mut compute: Vec<f64> = ranks.iter().map(|r| r.compute_us).collect();
-    compute.sort_by(f64::total_cmp);
-    // The lower median: with two ranks, the faster one is the reference.
-    let median = compute[(compute.len() - 1) / 2];
-    let (lo, hi) = (compute[0], compute[compute.len() - 1]);
-    Some(RankBalance {
-        compute_imbalance: if lo > 0.0 { hi / lo } else { 0.0 },
-        stragglers: ranks
-            .iter()
-            .filter(|r| median > 0.0 && r.compute_us > median * 1.1)
-            .map(|r| r.rank)
-            .collect(),
-        ranks,
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,96 @@
+//! `memray`: `memray run`, then `memray stats --json` and a flame graph.
+
+use super::*;
+
+/// `memray run` of a script or module, then `memray stats --json` and a flame graph HTML
+/// (with leaks only when `options.leaks`), all through the target's own interpreter.
+pub(crate) async fn memray(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+) -> Result<Execution, RunError> {
+    let (mut argv, script) = split_python(input)?;
+    let py = argv[0].clone();
+    let capture = place.dir.join("memray.bin");
+    let capture_s = capture.to_string_lossy().into_owned();
+    argv.extend([
+        "-m".into(),
+        "memray".into(),
+        "run".into(),
+        "-q".into(),
+        "-f".into(),
+    ]);
+    if input.options.native == Some(true) {
+        argv.push("--native".into());
+    }
+    argv.extend(["-o".into(), capture_s.clone()]);
+    argv.extend(script);
+    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
+    let mut e = finish(&outcome, argv, place);
+    if e.stderr_tail.contains("No module named memray") {
+        e.error = Some(format!(
+            "memray is not installed for {py}: {py} -m pip install memray"
+        ));
+        return Ok(e);
+    }
+    e.artifacts
+        .extend(file_artifact(capture.clone(), "memray_bin"));
+    let stats = place.dir.join("memray-stats.json");
+    let flame = place.dir.join("memray-flamegraph.html");
+    let stats_s = stats.to_string_lossy().into_owned();
+    let flame_s = flame.to_string_lossy().into_owned();
+    let mut flame_argv = vec![
+        py.as_str(),
+        "-m",
+        "memray",
+        "flamegraph",
+        "-f",
+        "-o",
+        &flame_s,
+    ];
+    if input.options.leaks == Some(true) {
+        flame_argv.push("--leaks");
+    }
+    flame_argv.push(&capture_s);
+    let reports: [(Vec<&str>, &str); 2] = [
+        (
+            vec![
+                py.as_str(),
+                "-m",
+                "memray",
+                "stats",
+                "--json",
+                "-f",
+                "-o",
+                &stats_s,
+                &capture_s,
+            ],
+            "stats",
+        ),
+        (flame_argv, "flame graph"),
+    ];
+    for (report_argv, what) in reports {
+        let spec = CommandSpec::new(report_argv).cwd(&place.cwd);
+        match system_profile_exec::run(&spec, &RunOptions::with_timeout(Duration::from_secs(300)))
+            .await
+        {
+            Ok(o) if o.exit.success() => {}
+            Ok(o) => e.warnings.push(format!(
+                "memray {what} failed: {}",
+                o.stderr.text().lines().last().unwrap_or("").trim()
+            )),
+            Err(err) => e.warnings.push(format!("memray {what} did not run: {err}")),
+        }
+    }
+    if stats.exists() {
+        let parsed = system_profile_parse::memray_stats::parse(&read(&stats));
+        e.warnings
+            .extend(parsed.diagnostics.iter().map(|d| d.message.clone()));
+        e.metrics.allocations = Some(parsed.value);
+    }
+    e.artifacts
+        .extend(file_artifact(stats, "memray_stats_json"));
+    e.artifacts
+        .extend(file_artifact(flame, "memray_flamegraph_html"));
+    explain_exit(&mut e);
+    Ok(e)
+}

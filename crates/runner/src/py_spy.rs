@@ -1,0 +1,145 @@
+//! `py_spy_record` and `py_spy_dump`.
+
+use super::*;
+
+pub(crate) async fn py_spy_record(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+) -> Result<Execution, RunError> {
+    let folded = place.dir.join("py-spy.folded");
+    let o = &input.options;
+    let mut argv: Vec<String> = vec![
+        "py-spy".into(),
+        "record".into(),
+        // Whole paths: shortened ones (`jinja2/environment.py`) read as the user's own files.
+        "--full-filenames".into(),
+        "--format".into(),
+        "raw".into(),
+        "-o".into(),
+        folded.to_string_lossy().into_owned(),
+        "--rate".into(),
+        format!("{}", o.rate_hz.unwrap_or(100.0).round().max(1.0)),
+    ];
+    // Children are followed unless asked not to (as strace_c does): a pool's workers are
+    // where a multi-process program spends its CPU, and a lone process loses nothing.
+    for (flag, on) in [
+        ("--native", o.native),
+        ("--subprocesses", Some(o.subprocesses != Some(false))),
+        ("--gil", o.gil),
+        ("--idle", o.idle),
+    ] {
+        if on == Some(true) {
+            argv.push(flag.into());
+        }
+    }
+    let attach = matches!(input.target, RunTarget::Pid { .. });
+    match &input.target {
+        RunTarget::Pid { pid } => argv.extend([
+            "--pid".into(),
+            pid.to_string(),
+            "--duration".into(),
+            format!("{}", window(input).as_secs_f64().ceil().max(1.0)),
+        ]),
+        _ => {
+            argv.push("--".into());
+            argv.extend(command_of(input)?);
+        }
+    }
+    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
+    let mut e = finish(&outcome, argv, place);
+    let text = read(&folded);
+    let parsed = system_profile_parse::folded::parse(&text);
+    e.warnings.extend(
+        parsed
+            .diagnostics
+            .iter()
+            .map(|d| format!("py-spy: {}", d.message)),
+    );
+    if parsed.value.total_samples == 0 {
+        if e.status == RunStatus::TimedOut && !folded.exists() {
+            // py-spy writes its samples only when it ends by itself or on Ctrl-C; a run
+            // stopped by the timeout keeps nothing, so saying "kept" would be false.
+            e.error = Some(
+                "timeout_s passed before py-spy wrote its samples: nothing it sampled was kept; give timeout_s longer than duration_s, or a shorter duration_s"
+                    .into(),
+            );
+        } else if !attach && e.status == RunStatus::Completed {
+            // Nothing was measured, and py-spy's own status says nothing of the target's: a
+            // run that passed for a profile would be sold as coverage.
+            e.status = RunStatus::Failed;
+            let said = last_words(&e.stderr_tail)
+                .map(|l| format!(" (it said `{l}`)"))
+                .unwrap_or_default();
+            e.error = Some(format!(
+                "py-spy took no samples: the target ended at once{said}, or never ran Python code"
+            ));
+        } else {
+            e.warnings.push(
+                "py-spy took no samples: the target ended at once, or never ran Python code".into(),
+            );
+        }
+    }
+    e.metrics.stacks = Some(parsed.value);
+    e.artifacts.extend(file_artifact(folded, "folded"));
+    let svg = place.dir.join("flamegraph.svg");
+    let title = input.label.clone().unwrap_or_else(|| "py-spy".into());
+    if let Some(w) = flamegraph(&text, &title, &svg) {
+        e.warnings.push(w);
+    }
+    e.artifacts.extend(file_artifact(svg, "flamegraph_svg"));
+    if e.status == RunStatus::Failed {
+        if let Some(advice) = ptrace_refused(&e.stderr_tail).filter(|_| attach) {
+            e.error = Some(advice);
+        }
+    }
+    if e.error.is_none() {
+        explain_exit(&mut e);
+    }
+    Ok(e)
+}
+
+pub(crate) async fn py_spy_dump(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+) -> Result<Execution, RunError> {
+    let RunTarget::Pid { pid } = input.target else {
+        return Err(RunError::new(
+            RunErrorKind::BadTarget,
+            "py_spy_dump reads a running process: give target.pid",
+        ));
+    };
+    let argv: Vec<String> = vec![
+        "py-spy".into(),
+        "dump".into(),
+        "--json".into(),
+        "--pid".into(),
+        pid.to_string(),
+    ];
+    let outcome = launch(
+        input,
+        place,
+        &argv,
+        timeout_of(input).or(Some(Duration::from_secs(30))),
+        |_| {},
+    )
+    .await?;
+    let mut e = finish(&outcome, argv, place);
+    let json = place.dir.join("py-spy-dump.json");
+    if std::fs::write(&json, outcome.stdout.text()).is_ok() {
+        e.artifacts.extend(file_artifact(json, "py_spy_dump_json"));
+    }
+    if e.status == RunStatus::Completed {
+        let parsed = system_profile_parse::py_spy_dump::parse(&outcome.stdout.text());
+        e.warnings
+            .extend(parsed.diagnostics.iter().map(|d| d.message.clone()));
+        e.metrics.threads = Some(parsed.value);
+    } else {
+        e.error = ptrace_refused(&e.stderr_tail).or_else(|| {
+            Some(format!(
+                "py-spy could not read PID {pid}: {}",
+                e.stderr_tail.lines().last().unwrap_or("").trim()
+            ))
+        });
+    }
+    Ok(e)
+}

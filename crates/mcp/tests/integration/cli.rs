@@ -144,19 +144,6 @@ fn schemas_writes_every_file_and_check_catches_a_stale_one() {
     assert!(check(false).contains("detect_tools.output.json"));
 }
 
-/// `profile` in a scratch folder holding a copy of examples/, with the venv on PATH.
-fn profile_in(root: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new(BIN)
-        .arg("profile")
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .current_dir(root)
-        .env("PATH", path_with_venv())
-        .output()
-        .unwrap()
-}
-
 fn scratch_with_examples() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let ex = dir.path().join("examples");
@@ -178,7 +165,7 @@ fn profile_refuses_a_blank_target_and_a_folder_with_exit_2_and_runs_nothing() {
         (vec!["examples"], "is a directory. Which script should run"),
         (vec!["examples", "memory"], "is a directory"),
     ] {
-        let out = profile_in(dir.path(), &args);
+        let out = profile_output(dir.path(), &args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
@@ -215,7 +202,7 @@ fn profile_refuses_a_blank_target_and_a_folder_with_exit_2_and_runs_nothing() {
 #[test]
 fn one_quoted_argument_is_the_same_target_as_the_words_apart() {
     let dir = scratch_with_examples();
-    let out = profile_in(
+    let out = profile_output(
         dir.path(),
         &["--budget", "30", "examples/cpu_hotspot.py 20 cpu"],
     );
@@ -243,7 +230,7 @@ fn a_profile_where_no_run_completed_exits_1_with_the_first_error() {
         "import sys\nraise SystemExit('broken.py cannot start: no config given')\n",
     )
     .unwrap();
-    let out = profile_in(dir.path(), &["--budget", "60", "broken.py", "cpu"]);
+    let out = profile_output(dir.path(), &["--budget", "60", "broken.py", "cpu"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
@@ -328,7 +315,7 @@ fn a_tool_found_in_the_venv_runs_from_there_without_the_venv_on_path() {
 #[test]
 fn lang_ja_reaches_the_progress_lines_and_the_run_statuses() {
     let dir = scratch_with_examples();
-    let out = profile_in(
+    let out = profile_output(
         dir.path(),
         &[
             "--lang",

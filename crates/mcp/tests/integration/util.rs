@@ -274,10 +274,9 @@ pub fn tool_names(list: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Run `system-profile profile --root <root> <args>` with the venv on PATH, assert it
-/// succeeded, and return report.json (parsed), its path relative to the root, and the output.
-pub fn profile_report(root: &Path, args: &[String]) -> (Value, String, std::process::Output) {
-    let out = Command::new(BIN)
+/// `system-profile profile --root <root> <args>` run in `root` with the venv on PATH.
+pub fn profile_output(root: &Path, args: &[impl AsRef<std::ffi::OsStr>]) -> std::process::Output {
+    Command::new(BIN)
         .arg("profile")
         .arg("--root")
         .arg(root)
@@ -285,7 +284,13 @@ pub fn profile_report(root: &Path, args: &[String]) -> (Value, String, std::proc
         .current_dir(root)
         .env("PATH", path_with_venv())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Run `system-profile profile --root <root> <args>` with the venv on PATH, assert it
+/// succeeded, and return report.json (parsed), its path relative to the root, and the output.
+pub fn profile_report(root: &Path, args: &[String]) -> (Value, String, std::process::Output) {
+    let out = profile_output(root, args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),

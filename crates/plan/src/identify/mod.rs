@@ -1,0 +1,528 @@
+//! Step 1: the user's free text → a target resolved against this machine. Nothing is guessed:
+//! what cannot be resolved to one thing becomes a question.
+
+mod frameworks;
+mod python;
+mod reading;
+mod resolve;
+
+use crate::procinfo::Table;
+use crate::pyhelper::{self, Answers, Questions};
+use crate::recipe::Recipes;
+use crate::words::{
+    focus_of_word, is_filler, normalize, read_non_ascii, split_args, split_scripts,
+};
+use frameworks::*;
+use python::*;
+use reading::*;
+use resolve::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use system_profile_model::recipe::{Recipe, RecipeRole};
+use system_profile_model::target::{
+    CodeLocation, CommandTarget, ComponentMatch, Focus, FocusWord, FrameworkMatch, ModuleTarget,
+    ProcessInfo, PythonChoice, PythonOutline, ScriptTarget, ServiceMatch, SystemdUnit, Target,
+    TargetKind,
+};
+
+/// How to identify.
+#[derive(Debug, Clone)]
+pub struct IdentifyOptions {
+    /// Absolute directory relative paths are resolved in.
+    pub cwd: PathBuf,
+    /// The interpreter the caller named, if any.
+    pub python: Option<String>,
+    /// The interpreter used when nothing else decides.
+    pub default_python: String,
+    /// Limit for the interpreter's answers (syntax trees, module lookup).
+    pub helper_timeout: Duration,
+}
+
+/// What the first target word turned out to be, before resolution.
+#[derive(Debug, Clone)]
+enum Main {
+    Script {
+        path: PathBuf,
+        interpreter: Option<String>,
+    },
+    Module {
+        name: String,
+        interpreter: Option<String>,
+    },
+    /// A program given by path, or `python -c`.
+    Program {
+        argv0: String,
+        path: Option<PathBuf>,
+    },
+    Function {
+        file: Option<PathBuf>,
+        module: Option<String>,
+        spec: FunctionSpec,
+        raw: String,
+    },
+    /// A bare word: a service, a program on PATH, a module or nothing; decided with the
+    /// process table and the interpreter.
+    Word(String),
+}
+
+#[derive(Debug, Clone)]
+enum FunctionSpec {
+    Qualname(String),
+    Lines(u32, u32),
+}
+
+impl Main {
+    /// Words after it are its argv.
+    fn takes_argv(&self) -> bool {
+        !matches!(self, Main::Function { .. })
+    }
+}
+
+/// The target under construction.
+struct Build {
+    t: Target,
+}
+
+impl Build {
+    fn evidence(&mut self, s: impl Into<String>) {
+        self.t.evidence.push(s.into());
+    }
+
+    fn ask(&mut self, q: impl Into<String>) {
+        self.t.needs_clarification = true;
+        self.t.questions.push(q.into());
+    }
+
+    fn focus(&mut self, word: &str, focus: Focus) {
+        if !self.t.focus.contains(&focus) {
+            self.t.focus.push(focus);
+        }
+        self.t.focus_words.push(FocusWord {
+            word: word.to_string(),
+            focus,
+        });
+    }
+}
+
+/// The scan of the words: the main target, its argv, PIDs, focus, framework phrases.
+#[derive(Default)]
+struct Reading {
+    main: Option<Main>,
+    argv: Vec<String>,
+    pids: Vec<u32>,
+    /// Local TCP ports whose listening process is the target.
+    ports: Vec<u16>,
+    /// (phrase, recipe id).
+    frameworks: Vec<(String, String)>,
+    unrecognized: Vec<String>,
+}
+
+/// Identify the target named by `arguments`. Never fails: what cannot be resolved is asked.
+pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes) -> Target {
+    let mut b = Build {
+        t: Target {
+            arguments: arguments.to_string(),
+            kind: TargetKind::Unknown,
+            focus: Vec::new(),
+            focus_words: Vec::new(),
+            needs_clarification: false,
+            questions: Vec::new(),
+            summary: String::new(),
+            cwd: opts.cwd.to_string_lossy().into_owned(),
+            command: None,
+            python: None,
+            script: None,
+            module: None,
+            program: None,
+            function: None,
+            service: None,
+            framework: None,
+            processes: Vec::new(),
+            evidence: Vec::new(),
+            unrecognized: Vec::new(),
+        },
+    };
+    let (raw, quote_problem) = split_args(&normalize(arguments));
+    if let Some(p) = quote_problem {
+        b.evidence(p);
+    }
+    // Japanese has no spaces between words: split a token where its script changes, unless
+    // the whole token is a path that exists.
+    let mut words: Vec<String> = Vec::new();
+    for token in raw {
+        if token.is_ascii() || resolve_path(&opts.cwd, &token).exists() {
+            words.push(token);
+        } else {
+            words.extend(split_scripts(&token));
+        }
+    }
+    // A blank word (`''`) names nothing; as a name it would match every process.
+    words.retain(|w| !w.trim().is_empty());
+    let reading = read_words(&mut b, &words, recipes, &opts.cwd);
+    b.t.unrecognized = reading.unrecognized.clone();
+    let table = Table::read();
+
+    // The interpreter and what it can tell: one start for all questions.
+    let (explicit_interp, script_path): (Option<&str>, Option<PathBuf>) = match &reading.main {
+        Some(Main::Script { path, interpreter }) => (interpreter.as_deref(), Some(path.clone())),
+        Some(Main::Module { interpreter, .. }) => (interpreter.as_deref(), None),
+        Some(Main::Function { file, .. }) => (None, file.clone()),
+        _ => (None, None),
+    };
+    let (python, because) = choose_python(opts, explicit_interp, script_path.as_deref());
+    let mut q = Questions {
+        versions: recipes
+            .frameworks()
+            .filter_map(|r| r.package.clone())
+            .collect(),
+        ..Default::default()
+    };
+    let program_py_arg: Option<PathBuf> = match &reading.main {
+        Some(Main::Program { .. }) | Some(Main::Word(_)) => reading
+            .argv
+            .iter()
+            .map(|a| resolve_path(&opts.cwd, a))
+            .find(|p| p.extension().is_some_and(|e| e == "py") && p.is_file()),
+        _ => None,
+    };
+    match &reading.main {
+        Some(Main::Script { path, .. }) => {
+            let file = if path.is_dir() {
+                path.join("__main__.py")
+            } else {
+                path.clone()
+            };
+            q.outline.push(file.to_string_lossy().into_owned());
+        }
+        Some(Main::Module { name, .. }) => q.find_spec.push(name.clone()),
+        Some(Main::Function { file: Some(f), .. }) => {
+            q.outline.push(f.to_string_lossy().into_owned())
+        }
+        Some(Main::Function {
+            module: Some(m), ..
+        }) => q.find_spec.push(m.clone()),
+        Some(Main::Word(w)) => q.find_spec.push(w.clone()),
+        _ => {}
+    }
+    if let Some(p) = &program_py_arg {
+        q.outline.push(p.to_string_lossy().into_owned());
+    }
+    // Only focus words (or nothing): no file, module, process or framework to ask Python about.
+    let nothing_to_ask = reading.main.is_none()
+        && reading.frameworks.is_empty()
+        && reading.pids.is_empty()
+        && reading.ports.is_empty();
+    let mut answers = if nothing_to_ask {
+        None
+    } else {
+        match pyhelper::ask(&python, &opts.cwd, &q, opts.helper_timeout).await {
+            Ok(a) => Some(a),
+            Err(e) => {
+                b.evidence(format!("the interpreter could not be asked: {e}"));
+                None
+            }
+        }
+    };
+    // A function named through its module: outline the file the module resolves to.
+    if let (
+        Some(Main::Function {
+            module: Some(m), ..
+        }),
+        Some(a),
+    ) = (&reading.main, &answers)
+    {
+        if let Some(Some(origin)) = a.specs.get(m) {
+            let more = Questions {
+                outline: vec![origin.clone()],
+                ..Default::default()
+            };
+            if let Ok(extra) = pyhelper::ask(&python, &opts.cwd, &more, opts.helper_timeout).await {
+                if let Some(a) = answers.as_mut() {
+                    a.outlines.extend(extra.outlines);
+                }
+            }
+        }
+    }
+    let python_choice = PythonChoice {
+        requested: python.clone(),
+        executable: answers.as_ref().map(|a| a.executable.clone()),
+        version: answers.as_ref().map(|a| a.version.clone()),
+        chosen_because: because,
+    };
+    let outline_of = |p: &Path| -> Option<PythonOutline> {
+        answers
+            .as_ref()
+            .and_then(|a| a.outlines.get(p.to_string_lossy().as_ref()).cloned())
+    };
+
+    match reading.main.clone() {
+        Some(Main::Script { path, .. }) => {
+            let file = if path.is_dir() {
+                path.join("__main__.py")
+            } else {
+                path.clone()
+            };
+            let outline = outline_of(&file);
+            b.t.kind = TargetKind::PythonScript;
+            b.evidence(format!("{} exists", path.display()));
+            if answers.is_none() {
+                b.ask(format!(
+                    "The interpreter `{python}` did not run. Which Python should run {}?",
+                    path.display()
+                ));
+            }
+            if let Some(err) = outline.as_ref().and_then(|o| o.error.as_ref()) {
+                b.evidence(format!("{} does not parse: {err}", file.display()));
+            }
+            let mut command = vec![
+                python_choice.executable.clone().unwrap_or(python.clone()),
+                path.to_string_lossy().into_owned(),
+            ];
+            command.extend(reading.argv.iter().cloned());
+            b.t.summary = format!(
+                "Python script {} run by {}{}",
+                path.display(),
+                command[0],
+                if reading.argv.is_empty() {
+                    String::new()
+                } else {
+                    format!(" with arguments {:?}", reading.argv)
+                }
+            );
+            b.t.command = Some(command);
+            b.t.script = Some(ScriptTarget {
+                path: path.to_string_lossy().into_owned(),
+                argv: reading.argv.clone(),
+                outline,
+            });
+            b.t.python = Some(python_choice.clone());
+        }
+        Some(Main::Module { name, .. }) => {
+            b.t.kind = TargetKind::PythonModule;
+            let origin = answers
+                .as_ref()
+                .and_then(|a| a.specs.get(&name).cloned().flatten());
+            match &origin {
+                Some(o) => b.evidence(format!("module `{name}` resolves to {o}")),
+                None if answers.is_some() => b.ask(format!(
+                    "Module `{name}` is not importable by {python} (run from {}). Is another interpreter or directory needed?",
+                    opts.cwd.display()
+                )),
+                None => b.ask(format!(
+                    "The interpreter `{python}` did not run. Which Python has module `{name}`?"
+                )),
+            }
+            let mut command = vec![
+                python_choice.executable.clone().unwrap_or(python.clone()),
+                "-m".into(),
+                name.clone(),
+            ];
+            command.extend(reading.argv.iter().cloned());
+            b.t.summary = format!("Python module `{name}` run by {}", command[0]);
+            b.t.command = Some(command);
+            b.t.module = Some(ModuleTarget {
+                name,
+                origin,
+                argv: reading.argv.clone(),
+            });
+            b.t.python = Some(python_choice.clone());
+        }
+        Some(Main::Program { argv0, path }) => {
+            set_program(&mut b, &argv0, path, &reading.argv, &words, &python_choice);
+        }
+        Some(Main::Function {
+            file,
+            module,
+            spec,
+            raw,
+        }) => {
+            b.t.kind = TargetKind::Function;
+            b.t.python = Some(python_choice.clone());
+            let file = file.or_else(|| {
+                module.as_ref().and_then(|m| {
+                    answers
+                        .as_ref()
+                        .and_then(|a| a.specs.get(m).cloned().flatten())
+                        .map(PathBuf::from)
+                })
+            });
+            resolve_function(
+                &mut b,
+                &raw,
+                file,
+                module,
+                spec,
+                &outline_of,
+                &python_choice,
+            );
+        }
+        Some(Main::Word(word)) => {
+            resolve_word(
+                &mut b,
+                &word,
+                &reading.argv,
+                &table,
+                answers.as_ref(),
+                &python_choice,
+            )
+            .await;
+        }
+        None => {}
+    }
+
+    // Ports name the processes listening on them.
+    let mut pids = reading.pids.clone();
+    for port in &reading.ports {
+        let inodes = system_profile_sample::proc::listening_inodes(*port);
+        let owners: Vec<u32> = table
+            .processes
+            .iter()
+            .filter(|p| {
+                system_profile_sample::proc::socket_inodes(p.pid)
+                    .iter()
+                    .any(|i| inodes.contains(i))
+            })
+            .map(|p| p.pid)
+            .collect();
+        // Pre-fork servers share the socket with their workers: the parent is the one to name.
+        let owners = table.roots(&owners);
+        if owners.is_empty() {
+            b.ask(if inodes.is_empty() {
+                format!("Nothing on this machine listens on port {port}. Is the server running, or is it on another port?")
+            } else {
+                format!("Port {port} is open, but its process is not readable by this server (another user's?). Which PID is it?")
+            });
+        } else {
+            b.evidence(format!(
+                "port {port} is listened on by {}",
+                owners
+                    .iter()
+                    .map(|p| format!("PID {p}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            for owner in owners {
+                if !pids.contains(&owner) {
+                    pids.push(owner);
+                }
+            }
+        }
+    }
+    if !pids.is_empty() {
+        resolve_pids(&mut b, &pids, &table, reading.main.is_some());
+    }
+
+    // Frameworks named by words, or recognised from the code, program or processes.
+    let named = reading.frameworks.first().cloned();
+    let launch = b.t.command.clone();
+    if let Some((_, id)) = &named {
+        if let Some(recipe) = recipes.get(id) {
+            let words: Vec<String> = reading.frameworks.iter().map(|(p, _)| p.clone()).collect();
+            let (m, procs) =
+                framework_match(recipe, &table, words, answers.as_ref(), launch.as_deref());
+            if b.t.kind == TargetKind::Unknown {
+                b.t.kind = TargetKind::Framework;
+                name_framework(&mut b, recipe, m, procs, &table);
+            } else {
+                b.evidence(format!(
+                    "`{}` names {}",
+                    reading.frameworks[0].0, recipe.name
+                ));
+                b.t.framework = Some(m);
+            }
+        }
+    } else if b.t.framework.is_none()
+        && matches!(
+            b.t.kind,
+            TargetKind::PythonScript
+                | TargetKind::PythonModule
+                | TargetKind::Function
+                | TargetKind::Command
+                | TargetKind::Process
+                | TargetKind::Service
+        )
+    {
+        let outline =
+            b.t.script
+                .as_ref()
+                .and_then(|s| s.outline.clone())
+                .or_else(|| b.t.function.as_ref().and_then(|f| f.outline.clone()));
+        let program = b.t.program.as_ref().and_then(|p| p.argv.first().cloned());
+        let by_process = || {
+            b.t.processes.iter().find_map(|p| {
+                recipes.frameworks().find(|r| {
+                    table
+                        .components(r)
+                        .iter()
+                        .any(|(_, pids)| pids.contains(&p.pid))
+                })
+            })
+        };
+        let selected =
+            select_framework(recipes, outline.as_ref(), program.as_deref()).or_else(|| {
+                by_process().map(|r| (r, format!("its processes match {}'s components", r.name)))
+            });
+        if let Some((recipe, why)) = selected {
+            let (m, _) = framework_match(
+                recipe,
+                &table,
+                Vec::new(),
+                answers.as_ref(),
+                launch.as_deref(),
+            );
+            b.evidence(format!("{} recognised: {why}", recipe.name));
+            b.t.framework = Some(m);
+        }
+    }
+
+    // Focus only: the whole machine.
+    if b.t.kind == TargetKind::Unknown && !b.t.focus.is_empty() && !b.t.needs_clarification {
+        b.t.kind = TargetKind::Focus;
+        let names: Vec<&str> = b.t.focus.iter().map(|f| f.as_str()).collect();
+        b.t.summary = format!("the whole machine, focused on {}", names.join(", "));
+        b.evidence(
+            "no program, process or framework was named: the plan observes the whole machine",
+        );
+    }
+
+    if b.t.kind == TargetKind::Unknown && !b.t.needs_clarification {
+        if words.is_empty() {
+            let mut q = String::from("What should I profile? A script (`train.py`), a module (`-m pkg.mod`), a command, a PID (`pid 4121`), a service name, a function (`app.py:Trainer.step` or `app.py:120-180`), a framework (`vllm serving`, `torch training`), or a focus (`gpu`, `memory`, `interconnect`, `cpu`, `io`).");
+            let here = python_files(&opts.cwd, 6);
+            if !here.is_empty() {
+                q.push_str(&format!(" Python files here: {}.", here.join(", ")));
+            }
+            let pys: Vec<String> = table
+                .processes
+                .iter()
+                .filter(|p| p.uid == table.get(p.pid).map(|x| x.uid).unwrap_or(u32::MAX))
+                .filter(|p| p.cmdline.first().is_some_and(|a| is_python_interpreter(a)))
+                .take(5)
+                .map(|p| format!("{} (`{}`)", p.pid, p.cmdline.join(" ")))
+                .collect();
+            if !pys.is_empty() {
+                q.push_str(&format!(" Running Python processes: {}.", pys.join(", ")));
+            }
+            b.ask(q);
+        } else {
+            let what = if b.t.unrecognized.is_empty() {
+                arguments.trim().to_string()
+            } else {
+                b.t.unrecognized.join(" ")
+            };
+            b.ask(format!(
+                "`{what}` is not a file here, a running process, a program on PATH, an importable module or a framework I know ({}). What should I profile?",
+                recipes.frameworks().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    if !b.t.unrecognized.is_empty() && b.t.kind != TargetKind::Unknown {
+        let words = b.t.unrecognized.join(" ");
+        b.evidence(format!("ignored words not understood: {words}"));
+    }
+    if b.t.needs_clarification && b.t.summary.is_empty() {
+        b.t.summary = "not resolved: see questions".into();
+    }
+    b.t
+}

@@ -1,0 +1,449 @@
+//! Reading the words: paths, PIDs, ports, functions, the script or program and its arguments, focus words.
+
+use super::*;
+
+pub(super) fn is_python_interpreter(word: &str) -> bool {
+    let name = word.rsplit('/').next().unwrap_or(word);
+    name == "python"
+        || name == "python3"
+        || name == "pypy3"
+        || crate::procinfo::python_version_of_name(name).is_some()
+}
+
+pub(super) fn looks_like_path(word: &str) -> bool {
+    word.contains('/')
+        || word.starts_with('.')
+        || word.starts_with('~')
+        || [".py", ".sh", ".pyw", ".ipynb"]
+            .iter()
+            .any(|ext| word.ends_with(ext))
+}
+
+pub(super) fn expand_home(word: &str) -> String {
+    match (word.strip_prefix("~/"), std::env::var("HOME")) {
+        (Some(rest), Ok(home)) => format!("{home}/{rest}"),
+        _ => word.to_string(),
+    }
+}
+
+/// `word` against `cwd`, with `.` components dropped (`./tool` → `<cwd>/tool`); `..` is
+/// kept, as a symlinked directory makes it mean something else than its lexical parent.
+pub(super) fn resolve_path(cwd: &Path, word: &str) -> PathBuf {
+    let p = PathBuf::from(expand_home(word));
+    let joined = if p.is_absolute() { p } else { cwd.join(p) };
+    joined
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
+}
+
+/// A PID given as `pid 4121`, `pid:4121`, `PID=4121`, `--pid 4121`, `-p 4121` or `4121`;
+/// returns the PID and how many words it used.
+pub(super) fn read_pid(words: &[String]) -> Option<(u32, usize)> {
+    let w = words.first()?.to_lowercase();
+    let next = || words.get(1).and_then(|n| n.parse::<u32>().ok());
+    if let Ok(pid) = w.parse::<u32>() {
+        return Some((pid, 1));
+    }
+    for prefix in ["pid:", "pid=", "--pid=", "pid"] {
+        if let Some(rest) = w.strip_prefix(prefix) {
+            if let Ok(pid) = rest.parse::<u32>() {
+                return Some((pid, 1));
+            }
+        }
+    }
+    if matches!(w.as_str(), "pid" | "--pid" | "-p" | "process" | "プロセス") {
+        return next().map(|pid| (pid, 2));
+    }
+    None
+}
+
+/// A local TCP port given as `http://localhost:8000/v1`, `127.0.0.1:8000`, `:8000`,
+/// `port 8000` or `--port=8000`; returns the port (or the remote host it names) and how many
+/// words it used.
+pub(super) fn read_port(words: &[String]) -> Option<(Result<u16, String>, usize)> {
+    let w = words.first()?.to_lowercase();
+    if matches!(w.as_str(), "port" | "--port" | "ポート") {
+        let port = words.get(1)?.parse().ok()?;
+        return Some((Ok(port), 2));
+    }
+    if let Some(rest) = w
+        .strip_prefix("port=")
+        .or_else(|| w.strip_prefix("--port="))
+    {
+        return Some((Ok(rest.parse().ok()?), 1));
+    }
+    let rest = w
+        .strip_prefix("http://")
+        .or_else(|| w.strip_prefix("https://"))
+        .unwrap_or(&w);
+    let authority = rest.split('/').next()?;
+    let (host, port) = authority.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let local = host.is_empty()
+        || host == "localhost"
+        || host.starts_with("127.")
+        || host == "0.0.0.0"
+        || host == "::1"
+        || host == "::";
+    let is_url = rest.len() != w.len();
+    if local {
+        Some((Ok(port), 1))
+    } else if is_url || host.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        Some((Err(host.to_string()), 1))
+    } else {
+        None
+    }
+}
+
+/// `file.py:func`, `file.py:120-180`, `file.py:120`, `pkg.mod:Class.method`.
+pub(super) fn read_function(cwd: &Path, word: &str) -> Option<Main> {
+    if word.contains("://") {
+        return None;
+    }
+    let (left, right) = word.rsplit_once(':')?;
+    if left.is_empty() || right.is_empty() {
+        return None;
+    }
+    let spec = if let Some((a, b)) = right.split_once('-') {
+        FunctionSpec::Lines(a.trim().parse().ok()?, b.trim().parse().ok()?)
+    } else if let Ok(n) = right.parse::<u32>() {
+        FunctionSpec::Lines(n, n)
+    } else if right
+        .split('.')
+        .all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'))
+    {
+        FunctionSpec::Qualname(right.to_string())
+    } else {
+        return None;
+    };
+    let path = resolve_path(cwd, left);
+    if left.ends_with(".py") || path.is_file() {
+        return Some(Main::Function {
+            file: Some(path),
+            module: None,
+            spec,
+            raw: word.to_string(),
+        });
+    }
+    let dotted = left
+        .split('.')
+        .all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'));
+    dotted.then(|| Main::Function {
+        file: None,
+        module: Some(left.to_string()),
+        spec,
+        raw: word.to_string(),
+    })
+}
+
+pub(super) fn has_python_shebang(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 128];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let line = String::from_utf8_lossy(&head[..n]);
+    line.starts_with("#!") && line.lines().next().is_some_and(|l| l.contains("python"))
+}
+
+pub(super) fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// Python files of `dir`, sorted, at most `n`.
+pub(super) fn python_files(dir: &Path, n: usize) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|f| f.ends_with(".py"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files.truncate(n);
+    files
+}
+
+/// Names in the path's directory that are close to its file name.
+pub(super) fn close_matches(path: &Path) -> Vec<String> {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Vec::new();
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut scored: Vec<(f64, String)> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .map(|f| (strsim::jaro_winkler(&name, &f), f))
+                .filter(|(s, _)| *s > 0.8)
+                .collect()
+        })
+        .unwrap_or_default();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.into_iter().take(3).map(|(_, f)| f).collect()
+}
+
+/// Classify the word at the start of `words` as a target; returns it and the words used, or
+/// a question.
+pub(super) fn read_main(cwd: &Path, words: &[String]) -> Result<(Main, usize), String> {
+    let w = &words[0];
+    if is_python_interpreter(w) {
+        let mut i = 1;
+        while let Some(a) = words.get(i) {
+            match a.as_str() {
+                "-m" => {
+                    let name = words.get(i + 1).ok_or("`-m` needs a module name")?;
+                    return Ok((
+                        Main::Module {
+                            name: name.clone(),
+                            interpreter: Some(w.clone()),
+                        },
+                        i + 2,
+                    ));
+                }
+                "-c" => {
+                    return Ok((
+                        Main::Program {
+                            argv0: w.clone(),
+                            path: None,
+                        },
+                        1,
+                    ))
+                }
+                "-X" | "-W" => i += 2,
+                s if s.starts_with('-') => i += 1,
+                s => {
+                    let path = resolve_path(cwd, s);
+                    if !path.exists() {
+                        return Err(missing_path(&path, s));
+                    }
+                    return Ok((
+                        Main::Script {
+                            path,
+                            interpreter: Some(w.clone()),
+                        },
+                        i + 1,
+                    ));
+                }
+            }
+        }
+        return Err(format!(
+            "`{w}` alone starts an interactive interpreter. Which script or module should it run?"
+        ));
+    }
+    if w == "-m" {
+        let name = words
+            .get(1)
+            .ok_or("`-m` needs a module name (`-m pkg.mod`)")?;
+        return Ok((
+            Main::Module {
+                name: name.clone(),
+                interpreter: None,
+            },
+            2,
+        ));
+    }
+    if let Some(f) = read_function(cwd, w) {
+        return Ok((f, 1));
+    }
+    let path = resolve_path(cwd, w);
+    // A folder named alone (focus words aside) is that folder: never `python -m` of it, nor
+    // a process name.
+    let alone_dir = path.is_dir() && words[1..].iter().all(|x| !focus_of_word(x).is_empty());
+    if path.exists() && (looks_like_path(w) || path.is_file() || alone_dir) {
+        if path.is_dir() {
+            if path.join("__main__.py").is_file() {
+                return Ok((
+                    Main::Script {
+                        path,
+                        interpreter: None,
+                    },
+                    1,
+                ));
+            }
+            let files = python_files(&path, 8);
+            return Err(if files.is_empty() {
+                format!(
+                    "{} is a directory with no Python files. What should run?",
+                    path.display()
+                )
+            } else {
+                format!(
+                    "{} is a directory. Which script should run: {}?",
+                    path.display(),
+                    files.join(", ")
+                )
+            });
+        }
+        if w.ends_with(".py") || w.ends_with(".pyw") || has_python_shebang(&path) {
+            return Ok((
+                Main::Script {
+                    path,
+                    interpreter: None,
+                },
+                1,
+            ));
+        }
+        if is_executable(&path) {
+            return Ok((
+                Main::Program {
+                    argv0: w.clone(),
+                    path: Some(path),
+                },
+                1,
+            ));
+        }
+        return Err(format!(
+            "{} is neither a Python file nor an executable program. What should run it?",
+            path.display()
+        ));
+    }
+    if looks_like_path(w) {
+        return Err(missing_path(&path, w));
+    }
+    Ok((Main::Word(w.clone()), 1))
+}
+
+pub(super) fn missing_path(path: &Path, word: &str) -> String {
+    let close = close_matches(path);
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    if close.is_empty() {
+        format!(
+            "`{word}` does not exist ({} was checked). Which file did you mean?",
+            path.display()
+        )
+    } else {
+        format!(
+            "`{word}` does not exist ({} was checked). Did you mean {} (in {})?",
+            path.display(),
+            close.join(" or "),
+            dir.display()
+        )
+    }
+}
+
+pub(super) fn read_words(
+    b: &mut Build,
+    words: &[String],
+    recipes: &Recipes,
+    cwd: &Path,
+) -> Reading {
+    let phrases = recipes.phrases();
+    let non_ascii_phrases: Vec<&str> = phrases.iter().map(|(p, _)| *p).collect();
+    let mut r = Reading::default();
+    let mut after_dashes = false;
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        if !w.is_ascii() && !resolve_path(cwd, w).exists() {
+            let reading = read_non_ascii(w, &non_ascii_phrases);
+            for (word, f) in reading.focus {
+                b.focus(&word, f);
+            }
+            for p in reading.phrases {
+                if let Some((_, id)) = phrases.iter().find(|(ph, _)| *ph == p) {
+                    r.frameworks.push((p.clone(), id.to_string()));
+                }
+            }
+            if !reading.leftover.is_empty() {
+                if let Some((pid, _)) = read_pid(&["プロセス".into(), reading.leftover.clone()])
+                {
+                    r.pids.push(pid);
+                } else {
+                    r.unrecognized.push(reading.leftover);
+                }
+            }
+            i += 1;
+            continue;
+        }
+        let launchable = r.main.as_ref().is_some_and(Main::takes_argv);
+        if launchable {
+            if after_dashes {
+                r.argv.push(w.clone());
+            } else if w == "--" {
+                after_dashes = true;
+            } else {
+                // A focus word right after `--flag` is that flag's value.
+                let prev_is_flag = r
+                    .argv
+                    .last()
+                    .is_some_and(|p| p.starts_with('-') && !p.contains('='));
+                let focus = focus_of_word(w);
+                if !focus.is_empty() && !prev_is_flag {
+                    for f in focus {
+                        b.focus(w, f);
+                    }
+                    b.evidence(format!(
+                        "`{w}` read as a focus word, not as an argument of the target (put arguments after `--` to pass it on)"
+                    ));
+                } else {
+                    r.argv.push(w.clone());
+                }
+            }
+            i += 1;
+            continue;
+        }
+        if let Some((pid, used)) = read_pid(&words[i..]) {
+            r.pids.push(pid);
+            i += used;
+            continue;
+        }
+        if let Some((port, used)) = read_port(&words[i..]) {
+            match port {
+                Ok(port) => r.ports.push(port),
+                Err(host) => b.ask(format!(
+                    "`{w}` is on another machine ({host}): profilers run where the process runs. Start the server there, or name a local port or process."
+                )),
+            }
+            i += used;
+            continue;
+        }
+        if !w.contains('/') {
+            let focus = focus_of_word(w);
+            if !focus.is_empty() {
+                for f in focus {
+                    b.focus(w, f);
+                }
+                i += 1;
+                continue;
+            }
+            let lower: Vec<String> = words[i..].iter().map(|w| w.to_lowercase()).collect();
+            if let Some((phrase, id)) = phrases.iter().find(|(p, _)| {
+                let n = p.split(' ').count();
+                p.is_ascii() && lower.len() >= n && lower[..n].join(" ") == *p
+            }) {
+                r.frameworks.push((phrase.to_string(), id.to_string()));
+                i += phrase.split(' ').count();
+                continue;
+            }
+            if is_filler(w) {
+                i += 1;
+                continue;
+            }
+        }
+        if r.main.is_some() {
+            r.unrecognized.push(w.clone());
+            i += 1;
+            continue;
+        }
+        match read_main(cwd, &words[i..]) {
+            Ok((main, used)) => {
+                r.main = Some(main);
+                i += used;
+            }
+            Err(question) => {
+                b.ask(question);
+                r.unrecognized.push(w.clone());
+                // The rest would be argv of the missing target; leave them unread.
+                break;
+            }
+        }
+    }
+    r
+}

@@ -350,6 +350,7 @@ impl Engine {
                 time_budget_s: input.time_budget_s,
                 root: self.root.clone(),
                 program_exists: |p| system_profile_exec::which(p).is_some(),
+                lang: input.lang,
             },
         );
         if let Some(note) = stale {
@@ -424,6 +425,28 @@ impl Engine {
     /// its start; a foreground call reports its elapsed time as progress, and takes its run
     /// with it when the caller goes away.
     pub async fn run_profiler(
+        &self,
+        input: RunProfilerInput,
+        progress: &Progress,
+    ) -> Result<RunRecord, EngineError> {
+        let finished = self.run_recorded(input, progress).await?;
+        match (&finished.not_started, &finished.error) {
+            // Could not start at all: the caller gets an error that says what to do.
+            (Some(_), Some(e)) if finished.metrics == Default::default() => {
+                Err(EngineError::Failed {
+                    message: format!(
+                        "{} (run {} recorded in {})",
+                        e, finished.run_id, finished.dir
+                    ),
+                })
+            }
+            _ => Ok(finished),
+        }
+    }
+
+    /// `run_profiler`, with the record of a run that could not start (`not_started`) given
+    /// back as a record: the pipeline falls back from it to the step's next method.
+    pub(crate) async fn run_recorded(
         &self,
         input: RunProfilerInput,
         progress: &Progress,
@@ -504,6 +527,8 @@ impl Engine {
             stderr_tail: String::new(),
             warnings: Vec::new(),
             error: None,
+            not_started: None,
+            instead_of: None,
         };
         self.runs.insert(record.clone());
         let place = system_profile_runner::RunPlace {
@@ -554,21 +579,7 @@ impl Engine {
             }
         }
         guard.armed = false;
-        let finished = self.runs.get(&run_id).unwrap_or(record);
-        match (&finished.status, &finished.error) {
-            // Could not start at all: the caller gets an error that says what to do.
-            (RunStatus::Failed, Some(e))
-                if finished.argv.is_empty() && finished.metrics == Default::default() =>
-            {
-                Err(EngineError::Failed {
-                    message: format!(
-                        "{} (run {} recorded in {})",
-                        e, finished.run_id, finished.dir
-                    ),
-                })
-            }
-            _ => Ok(finished),
-        }
+        Ok(self.runs.get(&run_id).unwrap_or(record))
     }
 
     /// A run's record; with `wait_s`, after waiting up to that long for it to end.
@@ -879,6 +890,7 @@ mod tests {
                     time_budget_s: None,
                     cwd: None,
                     python: None,
+                    lang: Default::default(),
                 },
                 &Progress::none(),
             )

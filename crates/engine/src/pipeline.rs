@@ -9,7 +9,7 @@ use system_profile_model::detect::DetectToolsInput;
 use system_profile_model::instrument::{RevertChangesInput, Strategy};
 use system_profile_model::plan::{PlanProfileInput, PlanStep, TargetSpec};
 use system_profile_model::report::{Lang, ReportFormat, SummarizeInput};
-use system_profile_model::run::{GetRunInput, RunProfilerInput, RunStatus};
+use system_profile_model::run::{GetRunInput, InsteadOf, RunProfilerInput, RunStatus};
 use system_profile_model::target::IdentifyTargetInput;
 use system_profile_model::wire_name;
 
@@ -186,6 +186,7 @@ impl Engine {
                     time_budget_s: config.budget_s,
                     cwd: None,
                     python: python.clone(),
+                    lang: config.lang,
                 },
                 &Progress::none(),
             )
@@ -383,9 +384,9 @@ impl Engine {
                 method: step.method.id(),
                 background: false,
             });
-            let mut input = step.run_profiler.clone();
-            fit_to_budget(&mut input, left_s);
-            let result = self.run_profiler(input, &Progress::none()).await;
+            let result = self
+                .run_with_fallbacks(step, budget_s, started, observe)
+                .await;
             if let Ok(r) = &result {
                 if let (RunStatus::Completed, Some(wall)) = (&r.status, r.wall_s) {
                     let key = target_key(&step.run_profiler);
@@ -413,6 +414,46 @@ impl Engine {
         out
     }
 
+    /// Run a step; when its method cannot start (its program missing or refused), run the
+    /// next of its fallbacks instead, and mark that run with the one it replaced.
+    async fn run_with_fallbacks(
+        &self,
+        step: &PlanStep,
+        budget_s: Option<f64>,
+        started: Instant,
+        observe: &(dyn Fn(PipelineEvent) + Send + Sync),
+    ) -> Result<system_profile_model::run::RunRecord, EngineError> {
+        let left_s = || budget_s.map(|b| b - started.elapsed().as_secs_f64());
+        let mut input = step.run_profiler.clone();
+        fit_to_budget(&mut input, left_s());
+        let mut record = self.run_recorded(input, &Progress::none()).await?;
+        for fallback in &step.fallbacks {
+            let Some(why) = record.not_started.clone() else {
+                break;
+            };
+            observe(PipelineEvent::Stage {
+                name: "fallback",
+                detail: format!(
+                    "{}: {} did not start ({why}); {} runs instead",
+                    step.id,
+                    record.profiler.id(),
+                    fallback.method.id()
+                ),
+            });
+            let replaced = InsteadOf {
+                method: record.profiler,
+                run_id: record.run_id.clone(),
+                why,
+            };
+            let mut input = fallback.run_profiler.clone();
+            fit_to_budget(&mut input, left_s());
+            record = self.run_recorded(input, &Progress::none()).await?;
+            self.runs.stands_in_for(&record.run_id, replaced.clone());
+            record.instead_of = Some(replaced);
+        }
+        Ok(record)
+    }
+
     fn finished(
         &self,
         observe: &(dyn Fn(PipelineEvent) + Send + Sync),
@@ -423,10 +464,21 @@ impl Engine {
         let run = match result {
             Ok(r) => PipelineRun {
                 step: step.id.clone(),
-                method: step.method.id(),
+                method: r.profiler.id(),
                 status: wire_name(&r.status),
                 wall_s: r.wall_s,
-                note: r.error.clone().or_else(|| r.warnings.first().cloned()),
+                note: r.error.clone().or_else(|| {
+                    r.instead_of
+                        .as_ref()
+                        .map(|i| {
+                            format!(
+                                "instead of {}, which did not start: {}",
+                                i.method.id(),
+                                i.why
+                            )
+                        })
+                        .or_else(|| r.warnings.first().cloned())
+                }),
                 run_id: Some(r.run_id),
             },
             Err(e) => PipelineRun {
@@ -521,5 +573,119 @@ mod tests {
         let mut input = windowed(None);
         fit_to_budget(&mut input, Some(1.5));
         assert_eq!((input.duration_s, input.timeout_s), (None, Some(1.5)));
+    }
+
+    /// Detection said memray was there; the target's interpreter has none. The memray run
+    /// does not start, tracemalloc (the next of the memory step's chain) runs instead, and
+    /// the run, the pipeline's list and the report say so.
+    #[tokio::test]
+    async fn a_method_that_cannot_start_falls_back_to_the_next_of_its_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        // An interpreter of its own: a fresh venv has nothing installed, memray included.
+        let made = std::process::Command::new("python3")
+            .args(["-m", "venv", "--without-pip"])
+            .arg(root.join("venv"))
+            .status()
+            .unwrap();
+        assert!(made.success(), "python3 -m venv failed");
+        let python = root.join("venv/bin/python").to_string_lossy().into_owned();
+        std::fs::write(
+            root.join("grow.py"),
+            "hold = [bytes(1000) for _ in range(20_000)]\nprint(len(hold))\n",
+        )
+        .unwrap();
+        let engine = Engine::new(crate::EngineConfig {
+            root: root.to_path_buf(),
+            default_python: python.clone(),
+        });
+        let target = engine
+            .identify_target(IdentifyTargetInput {
+                arguments: "grow.py memory".into(),
+                cwd: None,
+                python: Some(python.clone()),
+            })
+            .await
+            .unwrap();
+        let resolved = target
+            .python
+            .as_ref()
+            .and_then(|p| p.executable.clone())
+            .unwrap_or(python.clone());
+        let mut report = engine
+            .detect_tools(
+                DetectToolsInput {
+                    python: Some(resolved.clone()),
+                    ..Default::default()
+                },
+                &Progress::none(),
+            )
+            .await
+            .unwrap();
+        let memray = report.tools.iter_mut().find(|t| t.id == "memray").unwrap();
+        assert!(!memray.usable, "the fresh venv has no memray: {memray:?}");
+        (memray.available, memray.usable, memray.reason) = (true, true, None);
+        engine
+            .detect_cache
+            .lock()
+            .await
+            .insert(resolved, std::sync::Arc::new(report));
+
+        let stages = std::sync::Mutex::new(Vec::new());
+        let outcome = engine
+            .profile(
+                PipelineConfig {
+                    target: "grow.py memory".into(),
+                    budget_s: Some(600.0),
+                    python: Some(python),
+                    ..Default::default()
+                },
+                &|e| {
+                    if let PipelineEvent::Stage { name, detail } = e {
+                        stages.lock().unwrap().push(format!("{name}: {detail}"));
+                    }
+                },
+            )
+            .await
+            .unwrap();
+        let stood_in = outcome
+            .runs
+            .iter()
+            .find(|r| r.method == "tracemalloc")
+            .unwrap_or_else(|| panic!("expected a tracemalloc run, came {:?}", outcome.runs));
+        assert_eq!(stood_in.status, "completed", "{stood_in:?}");
+        let note = stood_in.note.as_deref().unwrap_or_default();
+        assert!(
+            note.contains("instead of memray"),
+            "expected the run to say what it replaced, came {note:?}"
+        );
+        let record = engine
+            .runs
+            .get(stood_in.run_id.as_deref().unwrap())
+            .unwrap();
+        let replaced = record.instead_of.expect("instead_of on the record");
+        assert_eq!(replaced.method, system_profile_model::run::Method::Memray);
+        assert!(
+            replaced.why.contains("memray is not installed"),
+            "{replaced:?}"
+        );
+        let failed = engine.runs.get(&replaced.run_id).unwrap();
+        assert!(failed.not_started.is_some(), "{failed:?}");
+        assert!(
+            stages
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|s| s.starts_with("fallback: ")),
+            "{:?}",
+            stages.lock().unwrap()
+        );
+        let markdown = std::fs::read_to_string(root.join(&outcome.report_markdown_path))
+            .or_else(|_| std::fs::read_to_string(&outcome.report_markdown_path))
+            .unwrap();
+        assert!(
+            markdown.contains("ran tracemalloc instead of memray"),
+            "the report says which method stood in:\n{markdown}"
+        );
     }
 }

@@ -218,6 +218,11 @@ impl RunBook {
         }
     }
 
+    /// Mark a run as standing in for the step's method that could not start.
+    pub fn stands_in_for(&self, run_id: &str, replaced: system_profile_model::run::InsteadOf) {
+        self.update(run_id, |rec| rec.instead_of = Some(replaced));
+    }
+
     fn update(&self, run_id: &str, f: impl FnOnce(&mut RunRecord)) {
         if let Ok(mut r) = self.records.lock() {
             if let Some(rec) = r.iter_mut().find(|r| r.run_id == run_id) {
@@ -257,9 +262,11 @@ impl RunBook {
                     rec.stderr_tail = e.stderr_tail;
                     rec.warnings = e.warnings;
                     rec.error = e.error;
+                    rec.not_started = e.not_started;
                 }
                 Err(err) => {
                     rec.status = RunStatus::Failed;
+                    rec.not_started = Some(err.to_string());
                     rec.wall_s = Some(ended - rec.started_at_unix_s);
                     // A missing profiler comes with the line that installs it.
                     let hint = rec

@@ -32,6 +32,15 @@ impl Sampling {
             (n, Some(r)) => format!("1 call in {n}, then {}% of those at random", r * 100.0),
         }
     }
+
+    pub fn phrase_ja(&self) -> String {
+        match (self.every, self.rate) {
+            (1, None) => "毎回の呼び出し".into(),
+            (n, None) => format!("{n} 回に 1 回"),
+            (1, Some(r)) => format!("無作為に {}% の呼び出し", r * 100.0),
+            (n, Some(r)) => format!("{n} 回に 1 回、そのうち無作為に {}%", r * 100.0),
+        }
+    }
 }
 
 /// A Python string literal for `s`, ASCII only, so it is the same in any source encoding.
@@ -83,6 +92,7 @@ fn import_line(id: &str, helper_dir: &str) -> String {
 pub struct FileEdit {
     pub new: Source,
     pub description: String,
+    pub description_ja: String,
     /// Lines of the result that are ours (added or re-indented).
     pub lines: Vec<LineRange>,
     /// Where the measurement is, in words.
@@ -254,17 +264,24 @@ pub fn decorator(
         ));
     }
     let (new, rs) = src.apply(&edits);
+    let qualnames = names
+        .iter()
+        .map(|n| n.split(' ').next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join(", ");
     Ok(FileEdit {
         new,
         description: format!(
             "{} decorator on {} ({})",
             measure_name(ctx.measure),
-            names
-                .iter()
-                .map(|n| n.split(' ').next().unwrap_or(""))
-                .collect::<Vec<_>>()
-                .join(", "),
+            qualnames,
             ctx.sampling.phrase()
+        ),
+        description_ja: format!(
+            "{} に {} デコレータ（{}）",
+            qualnames,
+            measure_name(ctx.measure),
+            ctx.sampling.phrase_ja()
         ),
         lines: ranges(&rs[skip..]),
         place: names.join(", "),
@@ -366,6 +383,11 @@ pub fn context(
             measure_name(ctx.measure),
             ctx.sampling.phrase()
         ),
+        description_ja: format!(
+            "{label} を囲む {} の `with` ブロック（字下げし直し、{}）",
+            measure_name(ctx.measure),
+            ctx.sampling.phrase_ja()
+        ),
         lines: ranges(&rs[skip..]),
         place: label.to_string(),
     })
@@ -399,6 +421,7 @@ pub fn inline(
         return Ok(FileEdit {
             new,
             description: format!("custom snippet ({} lines) before {label}", body.len()),
+            description_ja: format!("{label} の前にカスタムコード（{} 行）", body.len()),
             lines: ranges(&rs[skip..]),
             place: label.to_string(),
         });
@@ -435,6 +458,11 @@ pub fn inline(
             "inline {} start/stop marks around {label} ({})",
             measure_name(ctx.measure),
             ctx.sampling.phrase()
+        ),
+        description_ja: format!(
+            "{label} の前後に {} の開始・終了マーク（{}）",
+            measure_name(ctx.measure),
+            ctx.sampling.phrase_ja()
         ),
         lines: ranges(&rs[skip..]),
         place: label.to_string(),

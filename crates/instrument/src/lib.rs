@@ -339,7 +339,7 @@ fn planned(
     id: &str,
     file: &str,
     role: ChangeRole,
-    description: String,
+    (description, description_ja): (String, String),
     input: Option<&InstrumentFileInput>,
     lines: Vec<LineRange>,
     before: Option<Vec<u8>>,
@@ -358,6 +358,7 @@ fn planned(
             },
             role,
             description,
+            description_ja: Some(description_ja),
             measure: input.map(|i| i.measure),
             strategy: input.map(|i| i.strategy),
             lines,
@@ -470,7 +471,10 @@ pub fn instrument(
             &helper_id,
             HELPER_FILE,
             ChangeRole::Helper,
-            "runtime helper _sp_profile.py that the instrumentation calls (timing, CUDA events, transfers, memory, duplicates, collectives → measure.jsonl)".into(),
+            (
+                "runtime helper _sp_profile.py that the instrumentation calls (timing, CUDA events, transfers, memory, duplicates, collectives → measure.jsonl)".into(),
+                "計測コードが呼ぶ実行時ヘルパー _sp_profile.py（時間、CUDA イベント、転送、メモリ、重複、集団通信 → measure.jsonl）".into(),
+            ),
             None,
             Vec::new(),
             None,
@@ -495,7 +499,10 @@ pub fn instrument(
             import_id,
             &rel,
             ChangeRole::HelperImport,
-            "helper import line (`import _sp_profile`) for this file's measurements".into(),
+            (
+                "helper import line (`import _sp_profile`) for this file's measurements".into(),
+                "このファイルの計測のためのヘルパー import 行（`import _sp_profile`）".into(),
+            ),
             None,
             lines,
             Some(original.clone()),
@@ -562,7 +569,7 @@ pub fn instrument(
             &id,
             &rel,
             ChangeRole::Measure,
-            fe.description,
+            (fe.description, fe.description_ja),
             Some(input),
             fe.lines,
             Some(before),
@@ -580,15 +587,22 @@ pub fn instrument(
             .map(|f| format!("{} (lines {}-{})", f.qualname, f.first_line, f.end_line))
             .collect::<Vec<_>>()
             .join(", ");
-        let desc = format!(
-            "runner that runs {rel} with {} wrapped ({}, {}); {rel} untouched",
-            functions
-                .iter()
-                .map(|f| f.qualname.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            edit::measure_name(input.measure),
-            sampling.phrase()
+        let wrapped = functions
+            .iter()
+            .map(|f| f.qualname.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let desc = (
+            format!(
+                "runner that runs {rel} with {wrapped} wrapped ({}, {}); {rel} untouched",
+                edit::measure_name(input.measure),
+                sampling.phrase()
+            ),
+            format!(
+                "{rel} の {wrapped} を包んで実行するランナー（{}、{}）。{rel} 自体は変更しない",
+                edit::measure_name(input.measure),
+                sampling.phrase_ja()
+            ),
         );
         if store.fs.exists(Path::new(&runner_rel)) {
             return Err(refused(
@@ -727,6 +741,7 @@ pub fn list_changes(root: &Path, input: &ListChangesInput) -> Result<ChangeList,
             file: c.file.clone(),
             change_type: c.change_type,
             what: c.description.clone(),
+            what_ja: c.description_ja.clone(),
             lines: match c.change_type {
                 ChangeType::Created => "—".into(),
                 ChangeType::Modified => lines_text(&c.lines),

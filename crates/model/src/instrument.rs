@@ -127,6 +127,9 @@ pub struct Change {
     pub role: ChangeRole,
     /// What was added or changed, in a phrase (Part B's third column).
     pub description: String,
+    /// The same phrase in Japanese (absent in ledgers written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description_ja: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measure: Option<Measure>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,6 +224,9 @@ pub struct ChangeRow {
     pub file: String,
     pub change_type: ChangeType,
     pub what: String,
+    /// `what` in Japanese, when the ledger keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_ja: Option<String>,
     /// `12-14, 40`, or `—` for a created file.
     pub lines: String,
     pub state: ChangeState,

@@ -36,6 +36,9 @@ pub struct PlanProfileInput {
     /// The target's Python interpreter (also used for detection).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python: Option<String>,
+    /// The language of the runs' labels (the recipe steps' names), as the report's.
+    #[serde(default)]
+    pub lang: crate::report::Lang,
 }
 
 /// The recipe a plan follows.
@@ -80,6 +83,22 @@ pub struct PlanStep {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// Exactly what to pass to `run_profiler`.
+    pub run_profiler: RunProfilerInput,
+    /// The later methods of the step's chain that can run here too, in order: when this
+    /// step's method cannot start (its program missing or refused), the next one runs
+    /// instead and the run says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<Fallback>,
+}
+
+/// A method that stands in for a step's own when that one cannot start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Fallback {
+    pub method: Method,
+    /// The `detect_tools` id it uses; absent for built-in samplers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Exactly what to pass to `run_profiler` instead.
     pub run_profiler: RunProfilerInput,
 }
 

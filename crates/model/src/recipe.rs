@@ -160,6 +160,8 @@ pub struct When {
 #[serde(deny_unknown_fields)]
 pub struct Step {
     pub name: String,
+    /// The name in Japanese: runs planned with `lang: "ja"` are labelled with it.
+    pub name_ja: String,
     /// Methods in order of preference; the first that can run here is used.
     pub methods: Vec<Method>,
     #[serde(default)]

@@ -688,6 +688,22 @@ pub struct RunRecord {
     /// Why the run failed, and what to do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Set when the method's own program could not start (not installed, not permitted):
+    /// the target never ran, and a plan's pipeline runs the step's next method instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_started: Option<String>,
+    /// The step's method this run stands in for, and why that one did not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instead_of: Option<InsteadOf>,
+}
+
+/// The method a run replaced, and why that one could not start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InsteadOf {
+    pub method: Method,
+    /// Its run, failed to start (kept in the session with its error).
+    pub run_id: String,
+    pub why: String,
 }
 
 /// Input of `get_run`.

@@ -68,10 +68,22 @@ pub fn parse_reader(reader: impl std::io::BufRead) -> Parsed<StackProfile> {
     parsed
 }
 
-/// A stack without py-spy's root frame under `--subprocesses`, `process 5775:"<cmdline>"`.
+/// A stack without py-spy's root frames under `--subprocesses`, `process 5775:"<cmdline>"`:
+/// one per process from the one py-spy started down to the one sampled (a shell, then the
+/// interpreter, then a pool's worker).
+fn without_process_marker(mut stack: &str) -> &str {
+    loop {
+        let rest = without_one_process_marker(stack);
+        if rest.len() == stack.len() {
+            return rest;
+        }
+        stack = rest;
+    }
+}
+
 /// The command line is quoted and may itself hold `;` (`python -c "a; b"`), so the marker
 /// ends at the closing `";`, not at the first `;`.
-fn without_process_marker(stack: &str) -> &str {
+fn without_one_process_marker(stack: &str) -> &str {
     let Some((pid, rest)) = stack
         .strip_prefix("process ")
         .and_then(|r| r.split_once(':'))
@@ -237,6 +249,9 @@ mod tests {
             "process_item (a.py:3)"
         );
         assert_eq!(without_process_marker("process :x;f"), "process :x;f");
+        // A shell between py-spy and the interpreter, then a pool's worker: every root goes.
+        let nested = "process 1:\"sh -c \"$@\" ; s=$? ; echo $s > \"$0\" ; exit $s /r/st python a.py\";process 2:\"python a.py\";process 3:\"python -c x\";w (a.py:3)";
+        assert_eq!(without_process_marker(nested), "w (a.py:3)");
     }
 
     #[test]

@@ -310,6 +310,28 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
                 ));
             }
         }
+        if let Some(i) = &r.instead_of {
+            // A figure from the stand-in must not pass for the method the plan chose.
+            report.notes.push(fmt::tr(
+                lang,
+                format!(
+                    "{} ran {} instead of {} ({}), which did not start: {}",
+                    r.run_id,
+                    r.profiler.id(),
+                    i.method.id(),
+                    i.run_id,
+                    i.why
+                ),
+                format!(
+                    "{} は {} が起動できなかったため（{}、{}）代わりに {} で実行した",
+                    r.run_id,
+                    i.method.id(),
+                    i.run_id,
+                    i.why,
+                    r.profiler.id()
+                ),
+            ));
+        }
         if matches!(
             r.status,
             RunStatus::Failed | RunStatus::TimedOut | RunStatus::Cancelled

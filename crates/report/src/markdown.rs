@@ -858,7 +858,14 @@ fn part_b(md: &mut String, report: &Report) {
                 vec![
                     code(&r.file),
                     format!("{kind}{state}"),
-                    format!("{} ({})", prose(&r.what), r.id),
+                    format!(
+                        "{} ({})",
+                        prose(match (lang, &r.what_ja) {
+                            (Lang::Ja, Some(ja)) => ja,
+                            _ => &r.what,
+                        }),
+                        r.id
+                    ),
                     r.lines.clone(),
                 ]
             })

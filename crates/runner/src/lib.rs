@@ -73,6 +73,9 @@ pub struct Execution {
     pub stderr_tail: String,
     pub warnings: Vec<String>,
     pub error: Option<String>,
+    /// The method's own program could not start (its module is not installed for the
+    /// target's interpreter): the target never ran.
+    pub not_started: Option<String>,
 }
 
 /// Why a run could not start.
@@ -242,6 +245,7 @@ fn finish(outcome: &Outcome, argv: Vec<String>, place: &RunPlace) -> Execution {
         stderr_tail: outcome.stderr.text(),
         warnings,
         error: None,
+        not_started: None,
     }
 }
 
@@ -330,6 +334,18 @@ async fn custom(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution,
     let mut e = finish(&outcome, argv, place);
     explain_exit(&mut e);
     Ok(e)
+}
+
+/// When the method's module is missing for the target's interpreter (`python -m <module>`
+/// said `No module named <module>`), the run did not start: say so, and how to install it.
+fn module_missing(e: &mut Execution, module: &str, package: &str, python: &str) -> bool {
+    if !e.stderr_tail.contains(&format!("No module named {module}")) {
+        return false;
+    }
+    let why = format!("{package} is not installed for {python}");
+    e.error = Some(format!("{why}: {python} -m pip install {package}"));
+    e.not_started = Some(why);
+    true
 }
 
 /// The advice for a refused ptrace, found in a tool's stderr.

@@ -75,10 +75,7 @@ pub(crate) async fn line_profiler(
     argv.extend(script);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
-    if e.stderr_tail.contains("No module named kernprof") {
-        e.error = Some(format!(
-            "line_profiler is not installed for {python}: {python} -m pip install line_profiler"
-        ));
+    if module_missing(&mut e, "kernprof", "line_profiler", &python) {
         return Ok(e);
     }
     let rows = place.dir.join("line_profiler.json");

@@ -77,10 +77,7 @@ pub(crate) async fn memory_profiler(
     argv.extend(script);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
-    if e.stderr_tail.contains("No module named memory_profiler") {
-        e.error = Some(format!(
-            "memory_profiler is not installed for {python}: {python} -m pip install memory_profiler"
-        ));
+    if module_missing(&mut e, "memory_profiler", "memory_profiler", &python) {
         return Ok(e);
     }
     if rows.exists() {

@@ -26,10 +26,7 @@ pub(crate) async fn memray(
     argv.extend(script);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
-    if e.stderr_tail.contains("No module named memray") {
-        e.error = Some(format!(
-            "memray is not installed for {py}: {py} -m pip install memray"
-        ));
+    if module_missing(&mut e, "memray", "memray", &py) {
         return Ok(e);
     }
     e.artifacts

@@ -33,6 +33,8 @@ pub(crate) async fn py_spy_record(
         }
     }
     let attach = matches!(input.target, RunTarget::Pid { .. });
+    let status_file = place.dir.join("target-exit-status.txt");
+    let mut wrapped = false;
     match &input.target {
         RunTarget::Pid { pid } => argv.extend([
             "--pid".into(),
@@ -42,11 +44,29 @@ pub(crate) async fn py_spy_record(
         ]),
         _ => {
             argv.push("--".into());
+            // py-spy exits 0 whatever its target did, so a target that crashed after a few
+            // samples would pass for a profile. Under `--subprocesses` a shell can stand
+            // between them and keep the target's status (py-spy samples the shell's Python
+            // children); the argv goes through `"$@"`, never through the shell's parser.
+            if o.subprocesses != Some(false) {
+                wrapped = true;
+                argv.extend([
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    // No `";` in it: py-spy quotes each process's command line and its
+                    // folded stacks end that quote at the first `";`.
+                    r#""$@" ; s=$? ; echo $s > "$0" ; exit $s"#.into(),
+                    status_file.to_string_lossy().into_owned(),
+                ]);
+            }
             argv.extend(command_of(input)?);
         }
     }
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
+    if wrapped {
+        target_status(&mut e, &status_file);
+    }
     let text = read(&folded);
     let parsed = system_profile_parse::folded::parse(&text);
     e.warnings.extend(
@@ -96,6 +116,24 @@ pub(crate) async fn py_spy_record(
         explain_exit(&mut e);
     }
     Ok(e)
+}
+
+/// The target's own exit status, kept by the shell between py-spy and the target: a target
+/// that failed makes the run failed, with its status and what it last said.
+fn target_status(e: &mut Execution, status_file: &Path) {
+    let Ok(code) = read(status_file).trim().parse::<i32>() else {
+        return;
+    };
+    if code != 0 && e.status == RunStatus::Completed {
+        e.status = RunStatus::Failed;
+        // A shell reports death by signal N as 128 + N.
+        if (129..=192).contains(&code) {
+            e.signal = Some(code - 128);
+            e.exit_code = None;
+        } else {
+            e.exit_code = Some(code);
+        }
+    }
 }
 
 pub(crate) async fn py_spy_dump(

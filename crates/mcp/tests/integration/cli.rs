@@ -2,6 +2,7 @@
 
 use crate::util::*;
 use serde_json::Value;
+use std::path::Path;
 use std::process::Command;
 
 #[test]
@@ -256,10 +257,7 @@ fn a_tool_found_in_the_venv_runs_from_there_without_the_venv_on_path() {
         return;
     }
     // PATH as a user's shell has it when the venv is not activated: no folder holding py-spy.
-    let path: Vec<std::path::PathBuf> = std::env::split_paths(&std::env::var("PATH").unwrap())
-        .filter(|d| !d.join("py-spy").exists())
-        .collect();
-    let path = std::env::join_paths(path).unwrap();
+    let path = path_without("py-spy");
     let dir = scratch_with_examples();
     let out = Command::new(BIN)
         .arg("profile")
@@ -279,12 +277,11 @@ fn a_tool_found_in_the_venv_runs_from_there_without_the_venv_on_path() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!stdout.contains("was not found"), "{stdout}");
+    let report = report_of(dir.path(), &stdout);
     let json = stdout
         .lines()
         .find_map(|l| l.strip_prefix("data: "))
-        .unwrap_or_else(|| panic!("{stdout}"));
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join(json)).unwrap()).unwrap();
+        .unwrap();
     let top = &report["hotspots"]["rows"][0];
     assert_eq!(top["function"], "busy", "{:#}", report["hotspots"]);
     // The run says where py-spy came from: its recorded PATH starts with the venv's bin.
@@ -312,8 +309,68 @@ fn a_tool_found_in_the_venv_runs_from_there_without_the_venv_on_path() {
     );
 }
 
+/// `PATH` without the folders that hold `program`.
+fn path_without(program: &str) -> std::ffi::OsString {
+    let kept: Vec<std::path::PathBuf> = std::env::split_paths(&std::env::var("PATH").unwrap())
+        .filter(|d| !d.join(program).exists())
+        .collect();
+    std::env::join_paths(kept).unwrap()
+}
+
+/// The report's JSON, from the `data: ` line the CLI prints.
+fn report_of(dir: &Path, stdout: &str) -> Value {
+    let json = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap_or_else(|| panic!("no `data:` line in {stdout}"));
+    serde_json::from_str(&std::fs::read_to_string(dir.join(json)).unwrap()).unwrap()
+}
+
+/// A fresh machine before `.venv` exists: the base interpreter, no py-spy anywhere. The main
+/// job still runs, with cProfile, and still finds the hotspot.
 #[test]
-fn lang_ja_reaches_the_progress_lines_and_the_run_statuses() {
+fn without_the_venv_the_main_job_still_finds_the_hotspot() {
+    let base = Command::new("python3")
+        .args(["-c", "import sys; print(sys._base_executable)"])
+        .output()
+        .unwrap();
+    let base = String::from_utf8_lossy(&base.stdout).trim().to_string();
+    let dir = scratch_with_examples();
+    let out = Command::new(BIN)
+        .arg("profile")
+        .arg("--root")
+        .arg(dir.path())
+        .args(["--budget", "120", "--python", &base])
+        .args(["examples/cpu_hotspot.py", "40", "cpu"])
+        .current_dir(dir.path())
+        .env("PATH", path_without("py-spy"))
+        .env_remove("VIRTUAL_ENV")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "expected exit 0, came {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = report_of(dir.path(), &stdout);
+    let methods: Vec<&str> = report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["profiler"].as_str())
+        .collect();
+    assert!(
+        methods.contains(&"cprofile") && !methods.contains(&"py_spy_record"),
+        "expected cProfile in py-spy's place, came {methods:?}"
+    );
+    let top = &report["hotspots"]["rows"][0];
+    assert_eq!(top["function"], "busy", "{:#}", report["hotspots"]);
+}
+
+#[test]
+fn lang_ja_reaches_the_progress_lines_run_labels_statuses_and_part_b() {
     let dir = scratch_with_examples();
     let out = profile_output(
         dir.path(),
@@ -321,9 +378,9 @@ fn lang_ja_reaches_the_progress_lines_and_the_run_statuses() {
             "--lang",
             "ja",
             "--budget",
-            "30",
-            "examples/cpu_hotspot.py",
-            "20",
+            "60",
+            "--instrument",
+            "examples/cpu_hotspot.py:busy",
             "cpu",
         ],
     );
@@ -341,4 +398,19 @@ fn lang_ja_reaches_the_progress_lines_and_the_run_statuses() {
     let text = std::fs::read_to_string(dir.path().join(md)).unwrap();
     assert!(text.contains("| 完了 |"), "{text}");
     assert!(!text.contains("| completed |"), "{text}");
+    // The runs' labels are the recipe steps' Japanese names.
+    for label in ["全体のコスト", "Python のホットスポット"] {
+        assert!(
+            text.contains(&format!("| {label} |")),
+            "`{label}` in {text}"
+        );
+    }
+    assert!(!text.contains("| overall cost |"), "{text}");
+    // Part B says what was added in Japanese, and that it was undone.
+    assert!(
+        text.contains("busy に timing デコレータ（毎回の呼び出し）"),
+        "{text}"
+    );
+    assert!(text.contains("変更（元に戻し済み）"), "{text}");
+    assert!(!text.contains("decorator on"), "{text}");
 }

@@ -133,6 +133,10 @@ pub(super) fn draft_steps(
                 }
             }
         };
+        let label = match ctx.lang {
+            Lang::En => step.name.clone(),
+            Lang::Ja => step.name_ja.clone(),
+        };
         let base_run = |method: Method, target: RunTarget| RunProfilerInput {
             profiler: method,
             target,
@@ -141,7 +145,7 @@ pub(super) fn draft_steps(
             duration_s: None,
             timeout_s: None,
             options: options_for(ctx, method, step),
-            label: Some(step.name.clone()),
+            label: Some(label.clone()),
             background: step.alongside.is_some(),
         };
         match step.per {
@@ -202,6 +206,7 @@ pub(super) fn draft_steps(
                             continue;
                         }
                         drafts.push(Draft::of(
+                            ctx,
                             step,
                             method,
                             mode,
@@ -237,15 +242,19 @@ pub(super) fn draft_steps(
                             let mut run = base_run(method, RunTarget::Pid { pid: p.pid });
                             // A dump is one instant; everything else observes a window.
                             run.duration_s = (method != Method::PySpyDump).then(|| duration(step));
-                            run.label = Some(format!("{} — {}", step.name, label_of(p)));
-                            drafts.push(Draft::of(
+                            run.label = Some(format!("{label} — {}", label_of(p)));
+                            let mut d = Draft::of(
+                                ctx,
                                 step,
                                 method,
                                 mode,
                                 title_of(method, &label_of(p)),
                                 run,
                                 &refused,
-                            ));
+                            );
+                            d.fallbacks
+                                .retain(|(m, _)| !m.spec().python_only || p.is_python);
+                            drafts.push(d);
                         }
                     }
                     Err(refused) => record_refusals(&refused, true),
@@ -258,6 +267,7 @@ pub(super) fn draft_steps(
                     let instant = matches!(method, Method::NvidiaSmiTopo | Method::NvlinkStatus);
                     run.duration_s = (!instant).then(|| duration(step));
                     drafts.push(Draft::of(
+                        ctx,
                         step,
                         method,
                         mode,
@@ -315,6 +325,7 @@ pub(super) fn draft_steps(
                         }
                         let program = command.first().cloned().unwrap_or_default();
                         drafts.push(Draft::of(
+                            ctx,
                             step,
                             method,
                             mode,

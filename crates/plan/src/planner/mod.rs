@@ -24,10 +24,11 @@ use std::path::{Path, PathBuf};
 use system_profile_model::detect::DetectReport;
 use system_profile_model::instrument::{InstrumentFileInput, LineRange, Measure};
 use system_profile_model::plan::{
-    CoverageStatus, DetectionUsed, FamilyCoverage, InstrumentSuggestion, Plan, PlanStep, RecipeRef,
-    SkippedMethod,
+    CoverageStatus, DetectionUsed, Fallback, FamilyCoverage, InstrumentSuggestion, Plan, PlanStep,
+    RecipeRef, SkippedMethod,
 };
 use system_profile_model::recipe::{InstrumentRule, Per, Recipe, Step, When};
+use system_profile_model::report::Lang;
 use system_profile_model::run::{
     Method, MetricFamily, ProfilerOptions, RunProfilerInput, RunTarget, TargetMode,
 };
@@ -43,6 +44,8 @@ pub struct PlanOptions {
     pub root: PathBuf,
     /// Whether a program can be started (a load generator's CLI); `exec::which` in the server.
     pub program_exists: fn(&str) -> bool,
+    /// The language of the runs' labels.
+    pub lang: Lang,
 }
 
 /// Default observation window of attach and machine steps, in seconds.
@@ -79,6 +82,8 @@ struct Context<'a> {
     outline: Option<&'a PythonOutline>,
     profile_output: PathBuf,
     recipe_distributed: bool,
+    /// The language of the runs' labels.
+    lang: Lang,
 }
 
 impl<'a> Context<'a> {
@@ -128,6 +133,7 @@ impl<'a> Context<'a> {
             outline,
             profile_output: root.join("profile_output"),
             recipe_distributed: recipe.is_some_and(|r| r.distributed),
+            lang: Lang::En,
         }
     }
 
@@ -260,12 +266,16 @@ struct Draft {
     run: RunProfilerInput,
     alongside_step: Option<String>,
     instead_of: Vec<Method>,
+    /// The later methods of the chain that can run in the same mode, with their options.
+    fallbacks: Vec<(Method, ProfilerOptions)>,
     notes: Vec<String>,
 }
 
 impl Draft {
-    /// A recipe step's draft, with the methods refused before the chosen one.
+    /// A recipe step's draft, with the methods refused before the chosen one and the viable
+    /// ones after it (its fallbacks).
     fn of(
+        ctx: &Context,
         step: &Step,
         method: Method,
         mode: TargetMode,
@@ -283,6 +293,14 @@ impl Draft {
             run,
             alongside_step: step.alongside.clone(),
             instead_of: refused.iter().map(|(m, _)| *m).collect(),
+            fallbacks: step
+                .methods
+                .iter()
+                .skip_while(|m| **m != method)
+                .skip(1)
+                .filter(|m| viable(ctx, **m, mode).is_ok())
+                .map(|m| (*m, options_for(ctx, *m, step)))
+                .collect(),
             notes: step.notes.clone(),
         }
     }
@@ -310,7 +328,9 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
     let ctx = {
         let probe = Context::new(target, detect, &opts.root, None);
         let recipe = recipe_for(target, recipes, probe.python);
-        Context::new(target, detect, &opts.root, recipe)
+        let mut ctx = Context::new(target, detect, &opts.root, recipe);
+        ctx.lang = opts.lang;
+        ctx
     };
     let detection = DetectionUsed {
         python: detect.python.requested.clone(),
@@ -460,6 +480,7 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
         candidates.sort_by_key(|m| m.spec().overhead);
         let filler = Step {
             name: format!("{} (added: the recipe does not measure it)", family_name(*fam)),
+            name_ja: format!("{}（レシピにないため追加）", family_name(*fam)),
             methods: candidates,
             per: Per::Target,
             components: Vec::new(),
@@ -604,6 +625,20 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
             alongside,
             instead_of: d.instead_of.clone(),
             notes: notes_here,
+            // The same run with another method: same target, window, label and place.
+            fallbacks: d
+                .fallbacks
+                .iter()
+                .map(|(method, options)| Fallback {
+                    method: *method,
+                    tool: method.spec().tool.map(str::to_string),
+                    run_profiler: RunProfilerInput {
+                        profiler: *method,
+                        options: options.clone(),
+                        ..run.clone()
+                    },
+                })
+                .collect(),
             run_profiler: run,
         });
     }

@@ -19,6 +19,7 @@ fn options(root: PathBuf, programs: fn(&str) -> bool) -> PlanOptions {
         time_budget_s: None,
         root,
         program_exists: programs,
+        lang: Default::default(),
     }
 }
 

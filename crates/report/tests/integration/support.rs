@@ -189,6 +189,8 @@ fn record(
         stderr_tail: String::new(),
         warnings: Vec::new(),
         error: None,
+        not_started: None,
+        instead_of: None,
     }
 }
 

@@ -27,10 +27,11 @@ use system_profile_model::run::{
 };
 use system_profile_model::target::{IdentifyTargetInput, Target};
 use system_profile_model::trace::{AnalyzeTraceInput, TraceReport};
+use system_profile_parse::kineto::rank_balance;
 use system_profile_plan::identify::{identify, IdentifyOptions};
 use system_profile_plan::planner::{plan, PlanOptions};
 use system_profile_plan::Recipes;
-use trace_files::{analyze_file, rank_balance};
+use trace_files::analyze_file;
 
 /// Where `serve --listen` keeps its bearer token (never served as a resource).
 pub const LISTEN_TOKEN_FILE: &str = "profile_output/.listen-token";

@@ -2,6 +2,7 @@
 //! hand back. serde and schemars derives live here and only here; this crate does no IO and
 //! depends on nothing else in the workspace.
 
+pub mod collectives;
 pub mod detect;
 pub mod diag;
 pub mod instrument;

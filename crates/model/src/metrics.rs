@@ -800,6 +800,9 @@ pub struct TraceAnalysis {
     pub other_kernels: Option<TraceCategory>,
     pub copies: Vec<TraceCopies>,
     pub launches: TraceLaunches,
+    /// Collective communication (gloo or NCCL), when the trace has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collectives: Option<crate::collectives::Collectives>,
 }
 
 /// One row of an nsys API or OS runtime summary (cuda_api_sum, osrt_sum).

@@ -290,6 +290,9 @@ pub struct MemoryRow {
 pub struct InterconnectRow {
     /// `H2D`, `D2H`, `D2D`, `P2P`, or a collective (`AllReduce`, ...).
     pub kind: String,
+    /// The rank whose trace this row reads, for a collective of a distributed run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
     pub sources: Vec<Source>,
     pub count: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -346,6 +349,34 @@ pub struct InterconnectTable {
     /// How the GPUs are linked, in one line, when the topology was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<String>,
+    /// How evenly the ranks worked, per run (or analysed set of traces) with two ranks or more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub balance: Vec<RanksBalance>,
+}
+
+/// The ranks of one distributed run side by side, and which of them the others waited for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RanksBalance {
+    pub sources: Vec<Source>,
+    /// `GPU` (kernels) or `CPU` (operators and gloo's collectives).
+    pub measured_on: String,
+    pub rows: Vec<RankRow>,
+    /// Largest compute time over the smallest: 1.0 is even.
+    pub compute_imbalance: f64,
+    pub stragglers: Vec<u32>,
+}
+
+/// One rank's time, over its trace's window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RankRow {
+    pub rank: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_rank: Option<u32>,
+    pub compute_us: f64,
+    pub comm_us: f64,
+    /// The GPU's idle time; none on the CPU, where waiting is not told from other work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_us: Option<f64>,
 }
 
 /// One GPU's compute figures.

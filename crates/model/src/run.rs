@@ -639,9 +639,13 @@ pub struct RunMetrics {
     /// NVLink status, and with a window the bytes each link carried (nvlink_status).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvlink: Option<crate::metrics::NvLinkReport>,
-    /// The Kineto trace the run wrote, analysed (torch_profiler).
+    /// The Kineto trace the run wrote, analysed (torch_profiler); under a distributed
+    /// launcher, the lowest rank's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::metrics::TraceAnalysis>,
+    /// Under a distributed launcher: every rank's trace analysed, and their balance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<crate::trace::TraceReport>,
     /// `nsys stats` of the run's report (nsys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nsys: Option<crate::metrics::NsysStats>,

@@ -162,6 +162,59 @@ pub struct ScriptTarget {
     pub outline: Option<PythonOutline>,
 }
 
+/// A distributed launcher (`torchrun`, `python -m torch.distributed.run`, `accelerate launch`,
+/// `deepspeed`) and what its options say of the job. The target's `command` is the whole
+/// argv: every run that starts the program starts it under the same launcher.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LauncherTarget {
+    /// `torchrun`, `torch.distributed.run`, `torch.distributed.launch`, `accelerate` or
+    /// `deepspeed`.
+    pub program: String,
+    /// The launcher and its options, up to the entry point.
+    pub argv: Vec<String>,
+    /// The entry point and its arguments: a script, or `-m module` when the launcher runs a
+    /// module (`-m`/`--module` among its options).
+    pub entry: Vec<String>,
+    /// As given (`2`, `1:4` for an elastic range).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nnodes: Option<String>,
+    /// Processes per node as given (`2`, `auto`, `gpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nproc_per_node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_rank: Option<u32>,
+    /// Where the nodes meet (`127.0.0.1:29500`), or `standalone`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rendezvous: Option<String>,
+    /// Ranks in all, when the options fix it (nodes × processes per node, or accelerate's
+    /// `--num_processes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
+    /// The launcher processes (elastic agents) running on this machine for the job: two or
+    /// more when several nodes of it run here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<u32>,
+    /// The ranks running now (a launcher found by PID or name), from their environment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<RankProcess>,
+}
+
+/// One running rank of a distributed job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RankProcess {
+    pub pid: u32,
+    /// Its launcher (the elastic agent) when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher_pid: Option<u32>,
+    /// `RANK`, `LOCAL_RANK` and `GROUP_RANK` (the node) from its environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_rank: Option<u32>,
+}
+
 /// A Python module to run with `-m`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ModuleTarget {
@@ -333,6 +386,9 @@ pub struct Target {
     pub service: Option<ServiceMatch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub framework: Option<FrameworkMatch>,
+    /// The distributed launcher the command starts under, or the running one found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<LauncherTarget>,
     /// The running processes of the target (one for a PID; a service's or framework's
     /// processes with their roles), parents before children.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -20,6 +20,9 @@ pub struct TraceFile {
     pub path: String,
     pub bytes: u64,
     pub analysis: TraceAnalysis,
+    /// The node (torchrun's `GROUP_RANK`) of the rank that wrote it, when the run knew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_rank: Option<u32>,
     /// What could not be read (a cut file, events of an unexpected shape).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diagnostics: Vec<String>,
@@ -28,20 +31,25 @@ pub struct TraceFile {
 /// How evenly the ranks worked (two traces or more).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RankBalance {
-    /// Each trace's rank (from `distributedInfo`; by position in `paths` when a trace has none
-    /// or two say the same) with its GPU time computing
-    /// (non-NCCL kernels) and communicating (NCCL kernels), µs, summed over its devices.
+    /// Each trace's rank (from `distributedInfo` or the run's `RANK`; by position when a trace
+    /// has none or two say the same) with its time computing and communicating, µs: on the
+    /// GPU (non-NCCL against NCCL kernels, summed over its devices) when the trace has GPU
+    /// work, else on the CPU (the busiest thread against gloo's collectives).
     pub ranks: Vec<RankTime>,
     /// Largest compute time over the smallest: 1.0 is even.
     pub compute_imbalance: f64,
-    /// Ranks computing more than 10% above the lower median: the others wait for them in NCCL,
-    /// which shows as their larger communication time.
+    /// Ranks computing more than 10% above the lower median, or spending under half the
+    /// others' median time in collectives: the others wait for them there, which shows as
+    /// their larger communication time.
     pub stragglers: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RankTime {
     pub rank: u32,
+    /// The node it ran on (torchrun's `GROUP_RANK`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_rank: Option<u32>,
     pub path: String,
     pub compute_us: f64,
     pub comm_us: f64,

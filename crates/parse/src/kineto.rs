@@ -19,20 +19,38 @@ use system_profile_model::metrics::{
 use system_profile_model::peaks::{gpu_peaks, pcie_gbps_per_direction, GpuModelPeaks, PeakUse};
 use system_profile_model::{Diag, Parsed};
 
+mod collectives;
+mod ranks;
 mod scanner;
+use collectives::{CommAcc, CommArgs};
+pub use ranks::rank_balance;
 use scanner::{ScanError, Scanner};
 
 /// Kernels listed by name; the rest are summed into `other_kernels`.
 const TOP_KERNELS: usize = 50;
 
 #[derive(Deserialize, Default)]
-struct Args {
+struct Args<'a> {
     #[serde(default, deserialize_with = "lenient_number")]
     device: Option<u64>,
     #[serde(default, deserialize_with = "lenient_number")]
     correlation: Option<u64>,
     #[serde(default, deserialize_with = "lenient_number")]
     bytes: Option<u64>,
+    // What a collective carries (NCCL kernels and record_param_comms; shapes with
+    // record_shapes); read as text and decoded only for the events that are collectives.
+    #[serde(rename = "Collective name", default, borrow)]
+    collective: Option<Cow<'a, str>>,
+    #[serde(rename = "In msg nelems", default, deserialize_with = "lenient_number")]
+    in_nelems: Option<u64>,
+    #[serde(default, borrow)]
+    dtype: Option<Cow<'a, str>>,
+    #[serde(rename = "Group size", default, deserialize_with = "lenient_number")]
+    group_size: Option<u64>,
+    #[serde(rename = "Input Dims", default, borrow)]
+    input_dims: Option<&'a serde_json::value::RawValue>,
+    #[serde(rename = "Input type", default, borrow)]
+    input_type: Option<&'a serde_json::value::RawValue>,
 }
 
 /// A non-negative whole number in whatever JSON form it came (integer, float); anything else
@@ -86,8 +104,10 @@ struct Event<'a> {
     ts: Option<f64>,
     #[serde(default)]
     dur: Option<f64>,
-    #[serde(default)]
-    args: Option<Args>,
+    #[serde(default, deserialize_with = "lenient_number")]
+    tid: Option<u64>,
+    #[serde(default, borrow)]
+    args: Option<Args<'a>>,
 }
 // Unknown fields (pid, tid, id, bp, ...) are skipped: serde's default.
 
@@ -195,6 +215,7 @@ struct Acc {
     /// Starts of the `ProfilerStep#N` annotations.
     steps: Vec<f64>,
     skipped: u64,
+    comms: CommAcc,
 }
 
 impl Acc {
@@ -217,6 +238,21 @@ impl Acc {
             return;
         };
         let args = e.args.unwrap_or_default();
+        self.comms.add(
+            cat,
+            e.name.as_deref().unwrap_or(""),
+            ts,
+            dur,
+            e.tid,
+            &CommArgs {
+                collective: args.collective.as_deref(),
+                in_nelems: args.in_nelems,
+                dtype: args.dtype.as_deref(),
+                group_size: args.group_size,
+                input_dims: args.input_dims.map(|r| r.get()),
+                input_type: args.input_type.map(|r| r.get()),
+            },
+        );
         match cat {
             "kernel" | "gpu_memcpy" | "gpu_memset" => {
                 let Some(device) = args.device.and_then(|d| u32::try_from(d).ok()) else {
@@ -479,6 +515,7 @@ impl Acc {
                 short_kernels,
                 short_kernels_percent: pct(short_kernels as f64, kernel_count as f64),
             },
+            collectives: self.comms.finish(cutoff),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Pure parsers of the outputs of profilers and GPU tools, one module per format. Each takes
+//! Pure parsers of the outputs of profilers and GPU tools (and of the command lines of
+//! distributed launchers), one module per format. Each takes
 //! text and returns the value it could build plus diagnostics: no parser panics or fails on
 //! messy input, and none does IO.
 
@@ -6,6 +7,7 @@ pub mod cprofile_json;
 pub mod folded;
 pub mod instrument_log;
 pub mod kineto;
+pub mod launcher;
 pub mod line_profile;
 pub mod memory_profile;
 pub mod memray_stats;

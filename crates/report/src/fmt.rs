@@ -65,8 +65,13 @@ pub fn rate(v: f64) -> String {
     }
 }
 
+/// GB/s (10^9), or MB/s under 0.1 GB/s: gloo on a CPU moves megabytes, not gigabytes.
 pub fn gbps(v: f64) -> String {
-    format!("{v:.2} GB/s")
+    if v > 0.0 && v < 0.1 {
+        format!("{:.2} MB/s", v * 1e3)
+    } else {
+        format!("{v:.2} GB/s")
+    }
 }
 
 /// English or Japanese.
@@ -111,5 +116,8 @@ mod tests {
         assert_eq!(num(12000), "12,000");
         assert_eq!(num(999), "999");
         assert_eq!(num(1_234_567), "1,234,567");
+        assert_eq!(gbps(24.5), "24.50 GB/s");
+        assert_eq!(gbps(0.003588), "3.59 MB/s");
+        assert_eq!(gbps(0.0), "0.00 GB/s");
     }
 }

@@ -10,6 +10,7 @@ mod charts;
 mod compare;
 mod cpu_table;
 mod fmt;
+mod interconnect;
 mod lines;
 mod markdown;
 pub mod rules;

@@ -39,7 +39,7 @@ fn code(s: &str) -> String {
     format!("{fence}{pad}{text}{pad}{fence}")
 }
 
-fn cite(sources: &[Source]) -> String {
+pub(crate) fn cite(sources: &[Source]) -> String {
     sources
         .iter()
         .map(|s| match &s.artifact {
@@ -63,7 +63,7 @@ fn is_empty_cell(cell: &str) -> bool {
 
 /// A Markdown table, without the columns no row has a value in (after the first, which
 /// names the row).
-fn table(md: &mut String, head: &[String], rows: &[Vec<String>]) {
+pub(crate) fn table(md: &mut String, head: &[String], rows: &[Vec<String>]) {
     let keep: Vec<usize> = (0..head.len())
         .filter(|&c| {
             c == 0
@@ -87,7 +87,7 @@ fn table(md: &mut String, head: &[String], rows: &[Vec<String>]) {
     md.push('\n');
 }
 
-fn heads(lang: Lang, pairs: &[(&str, &str)]) -> Vec<String> {
+pub(crate) fn heads(lang: Lang, pairs: &[(&str, &str)]) -> Vec<String> {
     pairs.iter().map(|(en, ja)| tr(lang, *en, *ja)).collect()
 }
 
@@ -513,7 +513,10 @@ fn interconnect(md: &mut String, report: &Report) {
                     _ => "—".into(),
                 };
                 vec![
-                    esc(&r.kind),
+                    match r.rank {
+                        Some(n) => format!("{}, rank {n}", esc(&r.kind)),
+                        None => esc(&r.kind),
+                    },
                     num(r.count),
                     size,
                     cell(r.bytes_total, bytes),
@@ -594,6 +597,7 @@ fn interconnect(md: &mut String, report: &Report) {
             &rows,
         );
     }
+    crate::interconnect::render_balance(md, report);
 }
 
 fn gpu(md: &mut String, report: &Report) {

@@ -4,15 +4,15 @@
 use crate::series::RunSeries;
 use crate::session::{RunInstrument, Session};
 use std::collections::BTreeMap;
-use system_profile_model::metrics::{StackProfile, TraceCopies};
+use system_profile_model::metrics::StackProfile;
 use system_profile_model::peaks::{gpu_peaks, pcie_gbps_per_direction};
 use system_profile_model::report::{
-    CommComputeRow, FlameGraph, GpuRow, Hotspot, HotspotEvidence, HotspotTable, InterconnectRow,
-    InterconnectTable, MemoryRow, Source,
+    FlameGraph, GpuRow, Hotspot, HotspotEvidence, HotspotTable, MemoryRow, Source,
 };
 use system_profile_model::run::RunRecord;
 
 pub use crate::cpu_table::{cpu_rows, measured};
+pub use crate::interconnect::interconnect;
 
 /// A citation of a run and its artifact of this kind (or the first artifact whose path ends
 /// with it).
@@ -198,7 +198,7 @@ pub(crate) fn instrument_label(run_id: &str) -> String {
 }
 
 /// `HtoD` → `H2D`, as the report names directions.
-fn direction(d: &str) -> String {
+pub(crate) fn direction(d: &str) -> String {
     match d.to_ascii_lowercase().as_str() {
         "htod" | "h2d" => "H2D".into(),
         "dtoh" | "d2h" => "D2H".into(),
@@ -228,7 +228,7 @@ fn gpu_model(session: &Session) -> Option<String> {
 }
 
 /// How the GPUs are linked, from a topology run: `NVLink between all 8 GPUs`, ...
-fn topology_line(session: &Session) -> Option<(String, bool)> {
+pub(crate) fn topology_line(session: &Session) -> Option<(String, bool)> {
     let topo = session
         .runs
         .iter()
@@ -253,15 +253,15 @@ fn topology_line(session: &Session) -> Option<(String, bool)> {
     Some((line, nvlink > 0 && pcie == 0))
 }
 
-struct Links {
+pub(crate) struct Links {
     /// `PCIe Gen5 x16` and its peak per direction, GB/s.
-    pcie: Option<(String, f64)>,
-    nvlink: Option<(String, f64)>,
-    memory_gbps: Option<f64>,
-    all_nvlink: bool,
+    pub(crate) pcie: Option<(String, f64)>,
+    pub(crate) nvlink: Option<(String, f64)>,
+    pub(crate) memory_gbps: Option<f64>,
+    pub(crate) all_nvlink: bool,
 }
 
-fn links(session: &Session) -> Links {
+pub(crate) fn links(session: &Session) -> Links {
     let model = gpu_model(session);
     let peaks = model.as_deref().and_then(gpu_peaks);
     let pcie = peaks.and_then(|p| {
@@ -275,236 +275,6 @@ fn links(session: &Session) -> Links {
         memory_gbps: peaks.map(|p| p.memory_bandwidth_gbps),
         all_nvlink: topo.is_some_and(|t| t.1),
     }
-}
-
-fn copy_row(kind: String, c: &TraceCopies, source: Source, links: &Links) -> InterconnectRow {
-    let link = match kind.as_str() {
-        "H2D" | "D2H" => links.pcie.clone().map(|p| p.0).or(Some("PCIe".into())),
-        "D2D" => Some("device memory".into()),
-        "P2P" if links.all_nvlink => Some("NVLink".into()),
-        _ => None,
-    };
-    InterconnectRow {
-        sources: vec![source],
-        count: c.count,
-        bytes_p50: c.bytes_p50,
-        bytes_p95: c.bytes_p95,
-        bytes_mean: (c.count > 0).then(|| c.bytes as f64 / c.count as f64),
-        bytes_total: Some(c.bytes),
-        latency_us_p50: c.duration_us_p50,
-        latency_us_p95: c.duration_us_p95,
-        latency_us_mean: (c.count > 0).then(|| c.total_us / c.count as f64),
-        bandwidth_gbps: Some(c.bandwidth_gbps),
-        time_s: Some(c.total_us * 1e-6),
-        link,
-        link_peak_percent: c.vs_peak.as_ref().map(|p| p.percent).or_else(|| {
-            // No peak in the source (nsys): the session's GPU model gives one.
-            let peak = match kind.as_str() {
-                "H2D" | "D2H" => links.pcie.as_ref().map(|p| p.1),
-                "P2P" if links.all_nvlink => links.nvlink.as_ref().map(|n| n.1),
-                _ => None,
-            };
-            peak.map(|p| c.bandwidth_gbps / p * 100.0)
-        }),
-        pageable_count: c.pageable_count,
-        kind,
-    }
-}
-
-/// The op of an NCCL kernel name: `ncclDevKernel_AllReduce_Sum_f32_RING_LL` → `AllReduce`.
-fn nccl_op(kernel: &str) -> String {
-    for op in [
-        "AllReduce",
-        "AllGather",
-        "ReduceScatter",
-        "Broadcast",
-        "Reduce",
-        "SendRecv",
-        "Send",
-        "Recv",
-        "AllToAll",
-    ] {
-        if kernel.contains(op) {
-            return op.to_string();
-        }
-    }
-    "NCCL kernel".into()
-}
-
-fn percentile_of_counts(sizes: &[(u64, u64)], q: f64) -> Option<u64> {
-    let total: u64 = sizes.iter().map(|s| s.1).sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = ((q * total as f64).ceil() as u64).max(1);
-    let mut seen = 0;
-    for (bytes, calls) in sizes {
-        seen += calls;
-        if seen >= rank {
-            return Some(*bytes);
-        }
-    }
-    sizes.last().map(|s| s.0)
-}
-
-const KIND_ORDER: [&str; 5] = ["H2D", "D2H", "D2D", "P2P", "H2H"];
-
-/// One row per transfer type of each source, then the communication/compute ratio per GPU.
-pub fn interconnect(session: &Session) -> Option<InterconnectTable> {
-    let links = links(session);
-    let mut rows = Vec::new();
-    for RunInstrument { run_id, summary: s } in &session.instrument {
-        let source = instrument_source(run_id);
-        for t in &s.transfers {
-            let kind = direction(&t.direction);
-            let bandwidth = t.bandwidth_gbps;
-            let pcie = matches!(kind.as_str(), "H2D" | "D2H");
-            rows.push(InterconnectRow {
-                link: if pcie {
-                    links.pcie.clone().map(|p| p.0).or(Some("PCIe".into()))
-                } else {
-                    Some("device memory".into())
-                },
-                link_peak_percent: if pcie {
-                    links.pcie.as_ref().map(|p| bandwidth / p.1 * 100.0)
-                } else {
-                    links.memory_gbps.map(|m| bandwidth / m * 100.0)
-                },
-                kind,
-                sources: vec![source.clone()],
-                count: t.count,
-                bytes_mean: Some(t.bytes_per_copy_mean),
-                bytes_total: Some(t.bytes),
-                latency_us_mean: (t.count > 0).then(|| t.time_s / t.count as f64 * 1e6),
-                bandwidth_gbps: Some(bandwidth),
-                time_s: Some(t.time_s),
-                pageable_count: Some(t.count.saturating_sub(t.pinned_count)),
-                ..InterconnectRow::default()
-            });
-        }
-        for c in &s.collectives {
-            rows.push(InterconnectRow {
-                kind: format!("{} ({}, {} ranks)", c.op, c.backend, c.world_size),
-                sources: vec![source.clone()],
-                count: c.count,
-                bytes_p50: Some(c.bytes_p50),
-                bytes_total: Some(c.bytes_total),
-                latency_us_p50: Some(c.latency_s_p50 * 1e6),
-                latency_us_p95: Some(c.latency_s_p95 * 1e6),
-                bandwidth_gbps: Some(c.busbw_gbps_p50),
-                link: links
-                    .all_nvlink
-                    .then(|| "NVLink".to_string())
-                    .or((c.backend == "gloo").then(|| "host (gloo)".to_string())),
-                ..InterconnectRow::default()
-            });
-        }
-    }
-    for run in &session.runs {
-        if let Some(n) = &run.metrics.nsys {
-            for c in &n.copies {
-                rows.push(copy_row(
-                    direction(&c.direction),
-                    c,
-                    cite(run, "nsys_stats"),
-                    &links,
-                ));
-            }
-        }
-        if let Some(t) = &run.metrics.trace {
-            for c in &t.copies {
-                rows.push(copy_row(
-                    direction(&c.direction),
-                    c,
-                    cite(run, "kineto_trace"),
-                    &links,
-                ));
-            }
-        }
-        if let Some(n) = &run.metrics.nccl {
-            let transport = n.transports.first().map(|t| t.transport.clone());
-            for c in &n.collectives {
-                let sizes: Vec<(u64, u64)> = c.sizes.iter().map(|s| (s.bytes, s.calls)).collect();
-                rows.push(InterconnectRow {
-                    kind: c.op.clone(),
-                    sources: vec![cite(run, "nccl_log")],
-                    count: c.calls,
-                    bytes_p50: percentile_of_counts(&sizes, 0.5),
-                    bytes_p95: percentile_of_counts(&sizes, 0.95),
-                    bytes_total: Some(c.total_bytes),
-                    link: match (&transport, links.all_nvlink) {
-                        (Some(t), true) if t.starts_with("P2P") => Some(format!("NVLink ({t})")),
-                        (Some(t), _) => Some(t.clone()),
-                        (None, _) => None,
-                    },
-                    ..InterconnectRow::default()
-                });
-            }
-        }
-    }
-    let mut comm_compute = Vec::new();
-    for stored in &session.traces {
-        for f in &stored.report.traces {
-            let source = Source {
-                run_id: stored.id.clone(),
-                artifact: Some(f.path.clone()),
-            };
-            for c in &f.analysis.copies {
-                rows.push(copy_row(direction(&c.direction), c, source.clone(), &links));
-            }
-            let mut nccl: BTreeMap<String, (u64, f64)> = BTreeMap::new();
-            for k in f.analysis.kernels.iter().filter(|k| k.category == "nccl") {
-                let e = nccl.entry(nccl_op(&k.name)).or_default();
-                e.0 += k.count;
-                e.1 += k.total_us;
-            }
-            for (op, (count, us)) in nccl {
-                rows.push(InterconnectRow {
-                    kind: format!("{op} (NCCL kernels)"),
-                    sources: vec![source.clone()],
-                    count,
-                    latency_us_mean: (count > 0).then(|| us / count as f64),
-                    time_s: Some(us * 1e-6),
-                    link: links.all_nvlink.then(|| "NVLink".into()),
-                    ..InterconnectRow::default()
-                });
-            }
-            for d in &f.analysis.devices {
-                if d.comm_us > 0.0 {
-                    comm_compute.push(CommComputeRow {
-                        sources: vec![source.clone()],
-                        device: match f.analysis.rank {
-                            Some(r) => format!("rank {r} cuda:{}", d.device),
-                            None => format!("cuda:{}", d.device),
-                        },
-                        comm_us: d.comm_us,
-                        compute_us: d.compute_us,
-                        ratio: if d.compute_us > 0.0 {
-                            d.comm_us / d.compute_us
-                        } else {
-                            0.0
-                        },
-                        overlapped_percent: d.comm_overlapped_percent,
-                    });
-                }
-            }
-        }
-    }
-    // Copy directions first in their usual order, then collectives; stable within a kind.
-    rows.sort_by_key(|r| {
-        KIND_ORDER
-            .iter()
-            .position(|k| *k == r.kind)
-            .unwrap_or(KIND_ORDER.len())
-    });
-    let topology = topology_line(session).map(|t| t.0);
-    (!rows.is_empty() || !comm_compute.is_empty() || topology.is_some()).then_some(
-        InterconnectTable {
-            rows,
-            comm_compute,
-            topology,
-        },
-    )
 }
 
 /// One row per GPU and source: utilisation from the samplers, kernels and launches from the

@@ -1,18 +1,25 @@
 //! `torch_profiler`: the target inside `torch.profiler.profile`, its Kineto trace analysed.
 
 use super::*;
+use system_profile_model::trace::{TraceFile, TraceReport};
+use system_profile_parse::launcher::{launcher_name, read_launcher};
 
 /// Runs the target inside `torch.profiler.profile` (CPU, and CUDA when torch sees a GPU) and
 /// exports the Kineto trace. With a schedule, the profiler steps after every optimizer step
-/// (a global optimizer hook: the target's code is not touched) and each active cycle is
+/// (a global optimizer hook: the target's code is not touched), or, in a loop without an
+/// optimizer, after every backward or outermost module forward, and each active cycle is
 /// exported as `trace-<n>.json.gz`; without one the whole run is `trace.json.gz`. Writes
 /// `torch-profiler.json` with what happened (steps seen, traces written, CUDA or not).
+/// Under a distributed launcher it is each rank's entry point, and each rank names its files
+/// after its `RANK` (`trace-rank1.json.gz`, `torch-profiler-rank1.json`).
 /// argv: run dir, schedule (`wait,warmup,active,repeat` or empty), record_shapes,
 /// profile_memory, with_stack (0/1), then the target.
 pub(crate) const TORCH_RUNNER: &str = r#"
 import json, os, runpy, sys
 out_dir, schedule, shapes, memory, stack = sys.argv[1:6]
 rest = sys.argv[6:]
+rank = os.environ.get("RANK")
+tag = "" if rank is None else "-rank%s" % rank
 try:
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -23,9 +30,14 @@ acts = [ProfilerActivity.CPU]
 cuda = torch.cuda.is_available()
 if cuda:
     acts.append(ProfilerActivity.CUDA)
-state = {"steps": 0, "traces": [], "cuda": cuda}
+def env_int(name):
+    v = os.environ.get(name)
+    return int(v) if v is not None and v.isdigit() else None
+import socket
+state = {"steps": 0, "traces": [], "cuda": cuda, "rank": env_int("RANK"), "local_rank": env_int("LOCAL_RANK"),
+         "node_rank": env_int("GROUP_RANK"), "host": socket.gethostname(), "step_by": None}
 def ready(p):
-    path = os.path.join(out_dir, "trace-%d.json.gz" % len(state["traces"]))
+    path = os.path.join(out_dir, "trace%s-%d.json.gz" % (tag, len(state["traces"])))
     p.export_chrome_trace(path)
     state["traces"].append(path)
 kwargs = dict(activities=acts, record_shapes=shapes == "1", profile_memory=memory == "1", with_stack=stack == "1")
@@ -34,12 +46,38 @@ if schedule:
     kwargs["schedule"] = torch.profiler.schedule(wait=w, warmup=wu, active=a, repeat=r)
     kwargs["on_trace_ready"] = ready
 prof = profile(**kwargs)
-def stepped(optimizer, args, kw):
-    state["steps"] += 1
+# A step is an optimizer step; a loop without an optimizer (manual SGD) steps at each
+# backward, and one without backward (inference) at each outermost module forward. A kind
+# steps only until a stronger one is seen, so the first iteration may step twice or thrice.
+STRENGTH = {"forward": 0, "backward": 1, "optimizer": 2}
+counts = {"forward": 0, "backward": 0, "optimizer": 0}
+def stepped(kind):
+    seen = state["step_by"]
+    if seen is not None and STRENGTH[seen] > STRENGTH[kind]:
+        return
+    counts[kind] += 1
+    state["step_by"] = kind
+    state["steps"] = counts[kind]
     if schedule:
         prof.step()
 from torch.optim.optimizer import register_optimizer_step_post_hook
-register_optimizer_step_post_hook(stepped)
+register_optimizer_step_post_hook(lambda optimizer, args, kw: stepped("optimizer"))
+backward = torch.autograd.backward
+def backward_then_step(*args, **kw):
+    result = backward(*args, **kw)
+    stepped("backward")
+    return result
+torch.autograd.backward = backward_then_step
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+depth = [0]
+def entered(module, args):
+    depth[0] += 1
+def left(module, args, result):
+    depth[0] -= 1
+    if depth[0] == 0:
+        stepped("forward")
+register_module_forward_pre_hook(entered)
+register_module_forward_hook(left)
 code = 0
 prof.__enter__()
 try:
@@ -55,10 +93,10 @@ except SystemExit as e:
 finally:
     prof.__exit__(None, None, None)
     if not schedule:
-        path = os.path.join(out_dir, "trace.json.gz")
+        path = os.path.join(out_dir, "trace%s.json.gz" % tag)
         prof.export_chrome_trace(path)
         state["traces"].append(path)
-    with open(os.path.join(out_dir, "torch-profiler.json"), "w") as f:
+    with open(os.path.join(out_dir, "torch-profiler%s.json" % tag), "w") as f:
         json.dump(state, f)
 sys.exit(code)
 "#;
@@ -68,8 +106,6 @@ pub(crate) async fn torch_profiler(
     input: &RunProfilerInput,
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
-    let (interpreter, script) = split_python(input)?;
-    let python = interpreter[0].clone();
     let flag = |o: Option<bool>| if o == Some(true) { "1" } else { "0" }.to_string();
     let schedule = input
         .options
@@ -84,17 +120,27 @@ pub(crate) async fn torch_profiler(
             )
         })
         .unwrap_or_default();
-    let mut argv = interpreter;
-    argv.extend([
-        "-c".into(),
-        TORCH_RUNNER.into(),
+    let runner_args = [
         place.dir.to_string_lossy().into_owned(),
         schedule.clone(),
         flag(input.options.record_shapes),
         flag(input.options.profile_memory),
         flag(input.options.with_stack),
-    ]);
-    argv.extend(script);
+    ];
+    let (argv, python) = match split_python(input) {
+        Ok((interpreter, script)) => {
+            let python = interpreter[0].clone();
+            let mut argv = interpreter;
+            argv.extend(["-c".into(), TORCH_RUNNER.into()]);
+            argv.extend(runner_args);
+            argv.extend(script);
+            (argv, python)
+        }
+        Err(not_python) => match under_launcher(input, place, &runner_args)? {
+            Some(argv) => (argv, "the launcher's interpreter".to_string()),
+            None => return Err(not_python),
+        },
+    };
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
     if e.stderr_tail.contains("torch cannot be imported") {
@@ -103,53 +149,168 @@ pub(crate) async fn torch_profiler(
         ));
         return Ok(e);
     }
-    let state: serde_json::Value =
-        serde_json::from_str(&read(&place.dir.join("torch-profiler.json"))).unwrap_or_default();
-    let traces: Vec<PathBuf> = state["traces"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| p.as_str().map(PathBuf::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    if !schedule.is_empty() && state["steps"].as_u64() == Some(0) {
+    let states = rank_states(&place.dir);
+    let steps: u64 = states.iter().filter_map(|s| s["steps"].as_u64()).sum();
+    if !schedule.is_empty() && steps == 0 {
         // Nothing was traced: a run that says it profiled would be sold as coverage.
         e.status = RunStatus::Failed;
         e.error = Some(
-            "the program made no optimizer step, so the profiler's schedule never started and nothing was traced: run again without options.schedule to trace the whole run".into(),
+            "the program made no step (no optimizer step, backward or torch.nn.Module forward), so the profiler's schedule never started and nothing was traced: run again without options.schedule to trace the whole run".into(),
         );
     }
-    if state["cuda"] == false {
+    if states.iter().any(|s| s["cuda"] == false) {
         e.warnings
             .push("torch sees no GPU: the trace has CPU operators only".into());
     }
-    // The last active cycle is the one analysed (the first ones still warm up caches).
-    if let Some(last) = traces.last() {
-        let file = std::fs::File::open(last).map_err(|err| {
-            RunError::new(
-                RunErrorKind::Io,
-                format!("cannot read {}: {err}", last.display()),
-            )
-        })?;
-        let parsed =
-            system_profile_parse::kineto::analyze_reader(flate2::read::GzDecoder::new(file));
-        e.warnings.extend(
-            parsed
+    let cpu_only = states.iter().all(|s| s["cuda"] == false);
+    // Per rank, the last active cycle is the one analysed (the first ones warm up caches).
+    let mut analysed = Vec::new();
+    for state in &states {
+        let traces: Vec<PathBuf> = state["traces"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p.as_str().map(PathBuf::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(last) = traces.last() {
+            let bytes = std::fs::metadata(last).map(|m| m.len()).unwrap_or(0);
+            let file = std::fs::File::open(last).map_err(|err| {
+                RunError::new(
+                    RunErrorKind::Io,
+                    format!("cannot read {}: {err}", last.display()),
+                )
+            })?;
+            let mut parsed =
+                system_profile_parse::kineto::analyze_reader(flate2::read::GzDecoder::new(file));
+            parsed.value.rank = parsed
+                .value
+                .rank
+                .or(state["rank"].as_u64().and_then(|r| u32::try_from(r).ok()));
+            let diagnostics: Vec<String> = parsed
                 .diagnostics
                 .iter()
-                .filter(|d| state["cuda"] != false || !d.message.starts_with("no GPU kernels"))
-                .map(|d| format!("trace: {}", d.message)),
-        );
-        e.metrics.trace = Some(parsed.value);
+                .filter(|d| !cpu_only || !d.message.starts_with("no GPU kernels"))
+                .map(|d| d.message.clone())
+                .collect();
+            analysed.push(TraceFile {
+                path: last.to_string_lossy().into_owned(),
+                bytes,
+                analysis: parsed.value,
+                node_rank: state["node_rank"]
+                    .as_u64()
+                    .and_then(|r| u32::try_from(r).ok()),
+                diagnostics,
+            });
+        }
+        for t in traces {
+            e.artifacts.extend(file_artifact(t, "kineto_trace"));
+        }
     }
-    for t in traces {
-        e.artifacts.extend(file_artifact(t, "kineto_trace"));
+    analysed.sort_by_key(|t| t.analysis.rank);
+    if let Some(first) = analysed.first() {
+        e.warnings
+            .extend(first.diagnostics.iter().map(|d| format!("trace: {d}")));
+        e.metrics.trace = Some(first.analysis.clone());
     }
-    e.artifacts.extend(file_artifact(
-        place.dir.join("torch-profiler.json"),
-        "torch_profiler_state",
-    ));
+    if states.iter().any(|s| !s["rank"].is_null()) {
+        let ranks: Vec<u64> = states.iter().filter_map(|s| s["rank"].as_u64()).collect();
+        if let Some(world) = world_size_of(input) {
+            if (ranks.len() as u32) < world {
+                e.warnings.push(format!(
+                    "{} of the {world} ranks wrote a trace: the others ended before the profiler stopped, or never started",
+                    ranks.len()
+                ));
+            }
+        }
+        e.metrics.ranks = Some(TraceReport {
+            balance: system_profile_parse::kineto::rank_balance(&analysed),
+            traces: analysed,
+            stored: None,
+        });
+    }
+    for name in state_files(&place.dir) {
+        e.artifacts
+            .extend(file_artifact(name, "torch_profiler_state"));
+    }
     explain_exit(&mut e);
     Ok(e)
+}
+
+/// The argv that runs the runner as the entry point of every rank of a distributed launcher
+/// (`torchrun ... runner.py <runner args> train.py ...`); `None` when the command is not a
+/// launcher. The launcher keeps every option but the one saying its entry is a module: the
+/// runner is a script and runs the module itself.
+fn under_launcher(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    runner_args: &[String],
+) -> Result<Option<Vec<String>>, RunError> {
+    let command = command_of(input)?;
+    let (Some((launcher, used)), Some((_, named))) =
+        (read_launcher(&command), launcher_name(&command))
+    else {
+        return Ok(None);
+    };
+    if launcher
+        .argv
+        .iter()
+        .any(|a| a == "--no-python" || a == "--no_python")
+    {
+        return Err(RunError::new(
+            RunErrorKind::BadTarget,
+            "the launcher runs its entry as a program (--no-python): torch_profiler can only go inside ranks that run Python",
+        ));
+    }
+    let runner = place.dir.join("sp_torch_profiler.py");
+    std::fs::write(&runner, TORCH_RUNNER).map_err(|e| {
+        RunError::new(
+            RunErrorKind::Io,
+            format!("cannot write {}: {e}", runner.display()),
+        )
+    })?;
+    let mut argv: Vec<String> = launcher.argv[..named].to_vec();
+    argv.extend(
+        launcher.argv[named..]
+            .iter()
+            .filter(|a| !matches!(a.as_str(), "-m" | "--module"))
+            .cloned(),
+    );
+    argv.push(runner.to_string_lossy().into_owned());
+    argv.extend(runner_args.iter().cloned());
+    argv.extend(launcher.entry);
+    argv.extend(command[used..].iter().cloned());
+    Ok(Some(argv))
+}
+
+/// The runner's state files: `torch-profiler.json`, or one per rank.
+fn state_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().is_some_and(|n| {
+                        let n = n.to_string_lossy();
+                        n.starts_with("torch-profiler") && n.ends_with(".json")
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+fn rank_states(dir: &Path) -> Vec<serde_json::Value> {
+    state_files(dir)
+        .iter()
+        .filter_map(|p| serde_json::from_str(&read(p)).ok())
+        .collect()
+}
+
+/// Ranks in all, when the launcher's options fix it.
+fn world_size_of(input: &RunProfilerInput) -> Option<u32> {
+    read_launcher(&command_of(input).ok()?)?.0.world_size
 }

@@ -226,12 +226,90 @@ pub(super) fn describe_processes(processes: &[ProcessInfo]) -> String {
         .join(", ")
 }
 
+/// Folders never searched for a framework's scripts: environments and caches.
+const NOT_SEARCHED: [&str; 5] = [
+    "site-packages",
+    "node_modules",
+    "__pycache__",
+    "venv",
+    "target",
+];
+/// At most this many scripts named, and this many files read, two levels deep.
+const SCRIPTS_NAMED: usize = 5;
+const FILES_READ: usize = 2000;
+const SCRIPT_MAX_BYTES: u64 = 1 << 20;
+
+/// The Python files of `dir` and its subfolders (one level) that import one of the recipe's
+/// packages and call one of its calls, relative to `dir`, sorted.
+pub(super) fn scripts_calling(
+    dir: &Path,
+    select: &system_profile_model::recipe::Select,
+) -> Vec<String> {
+    if select.calls.is_empty() {
+        return Vec::new();
+    }
+    let mut files = Vec::new();
+    let mut folders = vec![(dir.to_path_buf(), 0)];
+    while let Some((folder, depth)) = folders.pop() {
+        let Ok(rd) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for e in rd.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = e.path();
+            let Ok(kind) = e.file_type() else { continue };
+            if kind.is_dir()
+                && depth < 1
+                && !name.starts_with('.')
+                && !NOT_SEARCHED.contains(&name.as_str())
+            {
+                folders.push((path, depth + 1));
+            } else if kind.is_file() && name.ends_with(".py") && files.len() < FILES_READ {
+                files.push(path);
+            }
+        }
+    }
+    let imports = |text: &str| {
+        select.imports.is_empty()
+            || text.lines().any(|l| {
+                let l = l.trim_start();
+                select.imports.iter().any(|p| {
+                    l.strip_prefix("import ")
+                        .or_else(|| l.strip_prefix("from "))
+                        .is_some_and(|rest| {
+                            rest == p
+                                || rest.starts_with(&format!("{p}."))
+                                || rest.starts_with(&format!("{p} "))
+                        })
+                })
+            })
+    };
+    let mut found: Vec<String> = files
+        .into_iter()
+        .filter(|f| std::fs::metadata(f).is_ok_and(|m| m.len() <= SCRIPT_MAX_BYTES))
+        .filter(|f| {
+            std::fs::read_to_string(f).is_ok_and(|text| {
+                imports(&text) && select.calls.iter().any(|c| text.contains(&format!("{c}(")))
+            })
+        })
+        .filter_map(|f| {
+            f.strip_prefix(dir)
+                .ok()
+                .map(|r| r.to_string_lossy().into_owned())
+        })
+        .collect();
+    found.sort();
+    found.truncate(SCRIPTS_NAMED);
+    found
+}
+
 pub(super) fn name_framework(
     b: &mut Build,
     recipe: &Recipe,
     m: FrameworkMatch,
     procs: Vec<ProcessInfo>,
     table: &Table,
+    cwd: &Path,
 ) {
     debug_assert_eq!(recipe.role, RecipeRole::Framework);
     let running: Vec<u32> = m.components.iter().flat_map(|c| c.pids.clone()).collect();
@@ -241,11 +319,31 @@ pub(super) fn name_framework(
         _ => {}
     }
     if running.is_empty() {
-        b.ask(format!(
+        let mut q = format!(
             "No {} process is running now. Start it with one of: {} — which command should I run (or which PID, once it runs)?",
             recipe.name,
             recipe.entry_points.iter().map(|e| format!("`{e}`")).collect::<Vec<_>>().join(", ")
-        ));
+        );
+        let found = scripts_calling(cwd, &recipe.select);
+        if let Some(first) = found.first() {
+            q.push_str(&format!(
+                " Scripts here that call {}: {}",
+                recipe.select.calls.join("/"),
+                found
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            if let Some(e) = recipe.entry_points.first() {
+                q.push_str(&format!(
+                    "; for example `{}`",
+                    e.replace("<N>", "2").replace("train.py", first)
+                ));
+            }
+            q.push('.');
+        }
+        b.ask(q);
         b.t.summary = format!("{}: not running", recipe.name);
     } else {
         let roots = table.roots(&running);

@@ -2,6 +2,7 @@
 //! what cannot be resolved to one thing becomes a question.
 
 mod frameworks;
+mod launcher;
 mod python;
 mod reading;
 mod resolve;
@@ -13,6 +14,7 @@ use crate::words::{
     focus_of_word, is_filler, normalize, read_non_ascii, split_args, split_scripts,
 };
 use frameworks::*;
+use launcher::*;
 use python::*;
 use reading::*;
 use resolve::*;
@@ -21,9 +23,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use system_profile_model::recipe::{Recipe, RecipeRole};
 use system_profile_model::target::{
-    CodeLocation, CommandTarget, ComponentMatch, Focus, FocusWord, FrameworkMatch, ModuleTarget,
-    ProcessInfo, PythonChoice, PythonOutline, ScriptTarget, ServiceMatch, SystemdUnit, Target,
-    TargetKind,
+    CodeLocation, CommandTarget, ComponentMatch, Focus, FocusWord, FrameworkMatch, LauncherTarget,
+    ModuleTarget, ProcessInfo, PythonChoice, PythonOutline, ScriptTarget, ServiceMatch,
+    SystemdUnit, Target, TargetKind,
 };
 
 /// How to identify.
@@ -64,6 +66,8 @@ enum Main {
     /// A bare word: a service, a program on PATH, a module or nothing; decided with the
     /// process table and the interpreter.
     Word(String),
+    /// A distributed launcher and its entry point (its arguments follow as argv).
+    Launcher(LauncherTarget),
 }
 
 #[derive(Debug, Clone)]
@@ -138,6 +142,7 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
             function: None,
             service: None,
             framework: None,
+            launcher: None,
             processes: Vec::new(),
             evidence: Vec::new(),
             unrecognized: Vec::new(),
@@ -168,6 +173,9 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
         Some(Main::Script { path, interpreter }) => (interpreter.as_deref(), Some(path.clone())),
         Some(Main::Module { interpreter, .. }) => (interpreter.as_deref(), None),
         Some(Main::Function { file, .. }) => (None, file.clone()),
+        Some(Main::Launcher(l)) if l.entry[0] != "-m" => {
+            (None, Some(resolve_path(&opts.cwd, &l.entry[0])))
+        }
         _ => (None, None),
     };
     let (python, because) = choose_python(opts, explicit_interp, script_path.as_deref());
@@ -203,6 +211,15 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
             module: Some(m), ..
         }) => q.find_spec.push(m.clone()),
         Some(Main::Word(w)) => q.find_spec.push(w.clone()),
+        Some(Main::Launcher(l)) => match l.entry.as_slice() {
+            [m, name, ..] if m == "-m" => q.find_spec.push(name.clone()),
+            [script, ..] => q.outline.push(
+                resolve_path(&opts.cwd, script)
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+            [] => {}
+        },
         _ => {}
     }
     if let Some(p) = &program_py_arg {
@@ -331,6 +348,17 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
         Some(Main::Program { argv0, path }) => {
             set_program(&mut b, &argv0, path, &reading.argv, &words, &python_choice);
         }
+        Some(Main::Launcher(l)) => {
+            set_launched(
+                &mut b,
+                l,
+                &reading.argv,
+                &opts.cwd,
+                answers.as_ref(),
+                &outline_of,
+                &python_choice,
+            );
+        }
         Some(Main::Function {
             file,
             module,
@@ -412,7 +440,6 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
     if !pids.is_empty() {
         resolve_pids(&mut b, &pids, &table, reading.main.is_some());
     }
-
     // Frameworks named by words, or recognised from the code, program or processes.
     let named = reading.frameworks.first().cloned();
     let launch = b.t.command.clone();
@@ -423,7 +450,7 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
                 framework_match(recipe, &table, words, answers.as_ref(), launch.as_deref());
             if b.t.kind == TargetKind::Unknown {
                 b.t.kind = TargetKind::Framework;
-                name_framework(&mut b, recipe, m, procs, &table);
+                name_framework(&mut b, recipe, m, procs, &table, &opts.cwd);
             } else {
                 b.evidence(format!(
                     "`{}` names {}",
@@ -448,7 +475,11 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
                 .as_ref()
                 .and_then(|s| s.outline.clone())
                 .or_else(|| b.t.function.as_ref().and_then(|f| f.outline.clone()));
-        let program = b.t.program.as_ref().and_then(|p| p.argv.first().cloned());
+        let program =
+            b.t.program
+                .as_ref()
+                .and_then(|p| p.argv.first().cloned())
+                .or_else(|| b.t.launcher.as_ref().map(|l| l.program.clone()));
         let by_process = || {
             b.t.processes.iter().find_map(|p| {
                 recipes.frameworks().find(|r| {
@@ -473,6 +504,43 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
             );
             b.evidence(format!("{} recognised: {why}", recipe.name));
             b.t.framework = Some(m);
+        }
+    }
+
+    // A running launcher among the processes found (by PID, name or framework).
+    if b.t.launcher.is_none() {
+        if let Some(l) = running_launcher(&b.t.processes, &table) {
+            let agents: Vec<String> = l.agents.iter().map(|p| p.to_string()).collect();
+            let nodes = {
+                let mut n: Vec<u32> = l.ranks.iter().filter_map(|r| r.node_rank).collect();
+                n.sort_unstable();
+                n.dedup();
+                n
+            };
+            b.evidence(format!(
+                "PID {} {} `{}` with {} rank(s) running{}",
+                agents.join(", "),
+                if agents.len() > 1 {
+                    "are distributed launchers (one per node here):"
+                } else {
+                    "is a distributed launcher:"
+                },
+                l.program,
+                l.ranks.len(),
+                if nodes.len() > 1 {
+                    format!(
+                        " on nodes {}",
+                        nodes
+                            .iter()
+                            .map(|n| n.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+            b.t.launcher = Some(l);
         }
     }
 

@@ -2,13 +2,7 @@
 
 use super::*;
 
-pub(super) fn is_python_interpreter(word: &str) -> bool {
-    let name = word.rsplit('/').next().unwrap_or(word);
-    name == "python"
-        || name == "python3"
-        || name == "pypy3"
-        || crate::procinfo::python_version_of_name(name).is_some()
-}
+pub(super) use system_profile_parse::launcher::is_python_interpreter;
 
 pub(super) fn looks_like_path(word: &str) -> bool {
     word.contains('/')
@@ -388,6 +382,13 @@ pub(super) fn read_words(
             }
             i += 1;
             continue;
+        }
+        if r.main.is_none() {
+            if let Some((launcher, used)) = read_launcher(&words[i..]) {
+                r.main = Some(Main::Launcher(launcher));
+                i += used;
+                continue;
+            }
         }
         if let Some((pid, used)) = read_pid(&words[i..]) {
             r.pids.push(pid);

@@ -2,6 +2,7 @@
 //! detection of this machine, and (for GPU paths) a GPU machine's detection shaped from real
 //! fixtures.
 
+mod distributed;
 mod fixture;
 mod identify;
 mod plan;

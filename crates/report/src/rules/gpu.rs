@@ -274,6 +274,15 @@ pub(super) fn exposed_communication(inputs: &Inputs) -> Vec<Draft> {
         if c.overlapped_percent >= COMM_OVERLAP_PERCENT || c.ratio < COMM_COMPUTE_RATIO {
             continue;
         }
+        // The advice is about NCCL on a GPU; and where a straggler is named, the others'
+        // communication time is mostly waiting for it, which overlapping does not hide.
+        let waits_for_straggler = table
+            .balance
+            .iter()
+            .any(|b| !b.stragglers.is_empty() && c.sources.iter().any(|s| b.sources.contains(s)));
+        if !c.device.contains("cuda:") || waits_for_straggler {
+            continue;
+        }
         let exposed_s = c.comm_us * (1.0 - c.overlapped_percent / 100.0) * 1e-6;
         let gain = exposed_s * 0.5;
         let span = traced_devices(inputs.session)

@@ -60,10 +60,12 @@ pub const ALLOC_SITE_MIN_BYTES: u64 = 32 << 20;
 mod cpu;
 mod gpu;
 mod memory;
+mod ranks;
 
 use cpu::*;
 use gpu::*;
 use memory::*;
+use ranks::*;
 
 pub struct Rule {
     pub id: &'static str,
@@ -211,6 +213,11 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "python_allocation_site",
         check: python_allocation_site,
+        about: About::Program,
+    },
+    Rule {
+        id: "straggler_rank",
+        check: straggler_rank,
         about: About::Program,
     },
     Rule {

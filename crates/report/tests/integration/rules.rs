@@ -96,6 +96,22 @@ fn every_rule_fires_where_it_must_and_not_where_it_must_not() {
     assert_eq!(comm.len(), 1);
     assert_eq!(comm[0].sources[0].run_id, "t001");
 
+    // DDP over gloo with rank 1 sleeping after each step: rank 0 sits in the collectives
+    // waiting for it (221.4 ms against rank 1's 29.0 ms in the traces), so rank 1 is named,
+    // once, and what it saves is that difference.
+    let late = fired(&s.gpu, "straggler_rank");
+    assert_eq!(late.len(), 1, "{late:#?}");
+    assert!(late[0].title.starts_with("Rank 1 "), "{}", late[0].title);
+    assert_eq!(late[0].sources[0].run_id, "r006-torch-profiler");
+    let saved = late[0].gain.time_s.unwrap_or(0.0);
+    assert!(
+        (0.19..0.195).contains(&saved),
+        "rank 0 waited about 192 ms: {saved}"
+    );
+    for other in [&s.cpu, &s.io, &s.memory] {
+        assert!(fired(other, "straggler_rank").is_empty());
+    }
+
     // memory_hog's prepare() keeps a clone of a 32 MiB tensor; the CPU session measured no
     // tensors.
     let dup = fired(&s.memory, "duplicated_tensors");
@@ -187,9 +203,16 @@ fn recommendations_are_ordered_by_the_impact_they_computed() {
                 .collect::<Vec<_>>()
         );
     }
-    // The GPU session ranks the 6.4 s of idle AlexNet GPU first and the tens of ms of pinned
-    // copies later.
-    assert_eq!(s.gpu.recommendations[0].rule, "gpu_idle");
+    // The GPU session ranks the DDP straggler first (its wait is about 70% of that run's
+    // traced window), then the 6.4 s of idle AlexNet GPU, and the tens of ms of pinned copies
+    // later.
+    let rules: Vec<&str> = s
+        .gpu
+        .recommendations
+        .iter()
+        .map(|r| r.rule.as_str())
+        .collect();
+    assert_eq!(rules[..2], ["straggler_rank", "gpu_idle"], "{rules:?}");
     assert!(s.gpu.recommendations.len() >= 4);
 }
 

@@ -319,11 +319,47 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
             bytes: 0,
         }],
     );
+    // DDP over gloo on two CPU ranks, rank 1 sleeping after each step: the runner's traces,
+    // one per rank, side by side.
+    let ddp_files: Vec<TraceFile> = (0..2)
+        .map(|r| TraceFile {
+            path: format!("profile_output/{name}/r006-torch-profiler/trace-rank{r}.json.gz"),
+            bytes: 0,
+            // The runner takes the rank from the rank's RANK: these traces carry none.
+            analysis: system_profile_model::metrics::TraceAnalysis {
+                rank: Some(r),
+                ..trace(&format!("kineto/gloo-ddp-2rank-cpu-rank{r}.json.gz"))
+            },
+            node_rank: Some(0),
+            diagnostics: Vec::new(),
+        })
+        .collect();
+    let ddp = record(
+        "r006-torch-profiler",
+        Method::TorchProfiler,
+        RunMetrics {
+            trace: Some(ddp_files[0].analysis.clone()),
+            ranks: Some(TraceReport {
+                balance: system_profile_parse::kineto::rank_balance(&ddp_files),
+                traces: ddp_files.clone(),
+                stored: None,
+            }),
+            ..RunMetrics::default()
+        },
+        ddp_files
+            .iter()
+            .map(|f| Artifact {
+                path: f.path.clone(),
+                kind: "kineto_trace".into(),
+                bytes: 0,
+            })
+            .collect(),
+    );
     let list = RunList {
         session: name.into(),
         dir: format!("profile_output/{name}"),
         logical_cpus: None,
-        runs: vec![dmon, topo, nccl_run, torch, nsys],
+        runs: vec![dmon, topo, nccl_run, torch, nsys, ddp],
     };
     std::fs::write(
         dir.join("manifest.json"),
@@ -336,6 +372,7 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
             path: rank0.into(),
             bytes: 0,
             analysis: trace("kineto/hta-a100-2rank-nccl-allreduce.json.gz"),
+            node_rank: None,
             diagnostics: Vec::new(),
         }],
         balance: None,

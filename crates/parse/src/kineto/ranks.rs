@@ -1,0 +1,86 @@
+//! The ranks of one job side by side: compute and communication time per rank, and who the
+//! others wait for.
+
+use system_profile_model::metrics::TraceAnalysis;
+use system_profile_model::trace::{RankBalance, RankTime, TraceFile};
+
+/// Compute, communication and idle time of one rank: the GPU's (NCCL kernels against the
+/// others) when the trace has GPU work, else the CPU's (gloo's collectives against the
+/// busiest other thread).
+fn times(a: &TraceAnalysis) -> (f64, f64, f64) {
+    if !a.devices.is_empty() {
+        let sum = |f: fn(&system_profile_model::metrics::TraceDeviceTime) -> f64| {
+            a.devices.iter().fold(0.0, |acc, d| acc + f(d))
+        };
+        return (
+            sum(|d| d.compute_us),
+            sum(|d| d.comm_us),
+            sum(|d| d.idle_us),
+        );
+    }
+    match &a.collectives {
+        Some(c) => (c.cpu_compute_us, c.cpu_comm_us, 0.0),
+        None => (0.0, 0.0, 0.0),
+    }
+}
+
+/// Compute and communication time per rank, and who the others wait for: a rank computing
+/// more than 10% above the lower median, or one spending under half the others' median time
+/// in collectives (the others sit in every collective until it arrives).
+pub fn rank_balance(traces: &[TraceFile]) -> Option<RankBalance> {
+    if traces.len() < 2 {
+        return None;
+    }
+    // Ranks from the traces' own rank, unless two say the same (copies, or traces of
+    // different jobs): then their order.
+    let mut said: Vec<Option<u32>> = traces.iter().map(|t| t.analysis.rank).collect();
+    let mut seen = std::collections::HashSet::new();
+    if said.iter().any(|r| r.is_none() || !seen.insert(*r)) {
+        said = (0..traces.len() as u32).map(Some).collect();
+    }
+    let ranks: Vec<RankTime> = traces
+        .iter()
+        .zip(said)
+        .map(|(t, rank)| {
+            let (compute_us, comm_us, idle_us) = times(&t.analysis);
+            RankTime {
+                rank: rank.unwrap_or(0),
+                node_rank: t.node_rank,
+                path: t.path.clone(),
+                compute_us,
+                comm_us,
+                idle_us,
+            }
+        })
+        .collect();
+    let lower_median = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        v[(v.len() - 1) / 2]
+    };
+    let compute: Vec<f64> = ranks.iter().map(|r| r.compute_us).collect();
+    let median = lower_median(compute.clone());
+    let lo = compute.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = compute.iter().copied().fold(0.0, f64::max);
+    let mut stragglers: Vec<u32> = ranks
+        .iter()
+        .filter(|r| median > 0.0 && r.compute_us > median * 1.1)
+        .map(|r| r.rank)
+        .collect();
+    for r in &ranks {
+        let others: Vec<f64> = ranks
+            .iter()
+            .filter(|o| o.rank != r.rank)
+            .map(|o| o.comm_us)
+            .collect();
+        let waited = lower_median(others);
+        if waited > 0.0 && r.comm_us < 0.5 * waited && !stragglers.contains(&r.rank) {
+            stragglers.push(r.rank);
+        }
+    }
+    stragglers.sort_unstable();
+    Some(RankBalance {
+        compute_imbalance: if lo > 0.0 { hi / lo } else { 0.0 },
+        stragglers,
+        ranks,
+    })
+}

@@ -1,0 +1,89 @@
+//! Rules on the ranks of a distributed run side by side: the rank the others wait for.
+
+use super::*;
+use crate::fmt::{secs, tr};
+use system_profile_model::report::Confidence;
+
+/// A rank the others wait for in the collectives: what they lose waiting is what making it
+/// as fast as them saves, per rank, over the traced window.
+pub(super) fn straggler_rank(inputs: &Inputs) -> Vec<Draft> {
+    let lang = inputs.lang;
+    let Some(table) = &inputs.report.interconnect else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for b in &table.balance {
+        // The window the figures cover: the busiest rank's computing and communicating.
+        let window_s = b
+            .rows
+            .iter()
+            .map(|r| r.compute_us + r.comm_us)
+            .fold(0.0, f64::max)
+            * 1e-6;
+        for &s in &b.stragglers {
+            let Some(slow) = b.rows.iter().find(|r| r.rank == s) else {
+                continue;
+            };
+            let mut others: Vec<&system_profile_model::report::RankRow> =
+                b.rows.iter().filter(|r| r.rank != s).collect();
+            if others.is_empty() {
+                continue;
+            }
+            others.sort_by(|a, b| a.comm_us.total_cmp(&b.comm_us));
+            let typical = others[(others.len() - 1) / 2];
+            // The others' extra time in collectives is their wait, which already holds the
+            // straggler's extra computing; without it (no collective timed), the computing.
+            let waited_s = (typical.comm_us - slow.comm_us)
+                .max(slow.compute_us - typical.compute_us)
+                .max(0.0)
+                * 1e-6;
+            if waited_s <= 0.0 {
+                continue;
+            }
+            // The node is named when the ranks span several.
+            let nodes: std::collections::BTreeSet<Option<u32>> =
+                b.rows.iter().map(|r| r.node_rank).collect();
+            let node = |r: &system_profile_model::report::RankRow| match r.node_rank {
+                Some(n) if nodes.len() > 1 => format!(" (node {n})"),
+                _ => String::new(),
+            };
+            out.push(Draft {
+                title: tr(
+                    lang,
+                    format!("Rank {s}{} is the straggler: the other ranks wait for it", node(slow)),
+                    format!("rank {s}{} が遅く、他のランクはこれを待っている", node(slow)),
+                ),
+                action: tr(
+                    lang,
+                    format!(
+                        "Rank {} spent {} in collectives against {} on rank {s}, and computed {} against {}: the others arrive first and wait there ({}). Find what rank {s} does that they do not: work only it does (logging, checkpointing, evaluation, code under `if rank == ...`), uneven batches or shards, a slower or busier CPU/GPU or node; its own hotspots in the per-rank profile show where. As fast as the others, each rank saves about {} of the {} traced.",
+                        typical.rank,
+                        secs(typical.comm_us * 1e-6),
+                        secs(slow.comm_us * 1e-6),
+                        secs(typical.compute_us * 1e-6),
+                        secs(slow.compute_us * 1e-6),
+                        b.measured_on,
+                        secs(waited_s),
+                        secs(window_s)
+                    ),
+                    format!(
+                        "rank {} は集団通信に {}（rank {s} は {}）、計算に {}（rank {s} は {}）: 他のランクが先に着いて待っている（{}）。rank {s} だけがしていることを探す: そのランクだけの処理（ログ、チェックポイント、評価、`if rank == ...` の下のコード）、偏ったバッチやシャード、遅いか混んでいる CPU/GPU やノード。ランクごとのプロファイルのホットスポットが場所を示す。他と同じ速さになれば、計測した {} のうち各ランク約 {} 短縮。",
+                        typical.rank,
+                        secs(typical.comm_us * 1e-6),
+                        secs(slow.comm_us * 1e-6),
+                        secs(typical.compute_us * 1e-6),
+                        secs(slow.compute_us * 1e-6),
+                        b.measured_on,
+                        secs(window_s),
+                        secs(waited_s)
+                    ),
+                ),
+                evidence: vec![format!("interconnect ranks rank {s} vs rank {}", typical.rank)],
+                sources: b.sources.clone(),
+                confidence: Confidence::Medium,
+                ..Draft::saves_time(waited_s, (window_s > 0.0).then_some(window_s))
+            });
+        }
+    }
+    out
+}

@@ -38,9 +38,9 @@ pub struct RankBalance {
     pub ranks: Vec<RankTime>,
     /// Largest compute time over the smallest: 1.0 is even.
     pub compute_imbalance: f64,
-    /// Ranks computing more than 10% above the lower median, or spending under half the
-    /// others' median time in collectives: the others wait for them there, which shows as
-    /// their larger communication time.
+    /// Ranks the others wait for, which shows as the others' larger time in collectives: the
+    /// others' median exceeds the rank's own by half of it and by 10% of the window; or a
+    /// rank computing more than 10% above the lower median that the others do wait for.
     pub stragglers: Vec<u32>,
 }
 

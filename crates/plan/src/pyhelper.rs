@@ -128,7 +128,10 @@ pub struct Answers {
 #[error("{0}")]
 pub struct HelperError(String);
 
-/// Ask `python` the questions, within `timeout`.
+/// How much longer the second try of a question that timed out may take.
+const PATIENCE: u32 = 4;
+
+/// Ask `python` the questions, within `timeout` (and once more within four times that).
 /// Runs in `cwd` without isolation, so modules resolve as they would for the target (the
 /// directory, PYTHONPATH, the venv's site-packages).
 pub async fn ask(
@@ -139,9 +142,19 @@ pub async fn ask(
 ) -> Result<Answers, HelperError> {
     let request = serde_json::to_string(q).map_err(|e| HelperError(e.to_string()))?;
     let spec = CommandSpec::new([python, "-c", HELPER, request.as_str()]).cwd(cwd);
-    let outcome = run(&spec, &RunOptions::with_timeout(timeout))
+    // A busy machine can make an interpreter start slowly: a timeout is tried once more with a
+    // four times longer deadline (as detection's probes are) before it is an answer.
+    let mut outcome = run(&spec, &RunOptions::with_timeout(timeout))
         .await
         .map_err(|e| HelperError(format!("could not start {python}: {e}")))?;
+    let mut waited = timeout;
+    if matches!(outcome.exit, ExitKind::TimedOut) {
+        waited = timeout * PATIENCE;
+        outcome = run(&spec, &RunOptions::with_timeout(waited))
+            .await
+            .map_err(|e| HelperError(format!("could not start {python}: {e}")))?;
+    }
+    let timeout = waited;
     match outcome.exit {
         // A sitecustomize may print; the answer is the last line.
         ExitKind::Exited { code: 0 } => {
@@ -149,7 +162,7 @@ pub async fn ask(
                 .map_err(|e| HelperError(format!("{python} gave an unreadable answer: {e}")))
         }
         ExitKind::TimedOut => Err(HelperError(format!(
-            "{python} did not answer within {:.0} s",
+            "{python} did not answer within {:.0} s (the machine may be busy: try again, or pass `python` if it is the wrong interpreter)",
             timeout.as_secs_f64()
         ))),
         other => Err(HelperError(format!(

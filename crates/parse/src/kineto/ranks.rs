@@ -4,6 +4,12 @@
 use system_profile_model::metrics::TraceAnalysis;
 use system_profile_model::trace::{RankBalance, RankTime, TraceFile};
 
+/// A straggler: the others' time in collectives exceeds its own by this share of theirs, and
+/// by this share of the window (a difference that scheduling noise on a busy machine does not
+/// make).
+const STRAGGLER_WAIT_SHARE: f64 = 0.5;
+const STRAGGLER_WINDOW_SHARE: f64 = 0.1;
+
 /// Compute, communication and idle time of one rank: the GPU's (NCCL kernels against the
 /// others) when the trace has GPU work, else the CPU's (gloo's collectives against the
 /// busiest other thread).
@@ -24,9 +30,9 @@ fn times(a: &TraceAnalysis) -> (f64, f64, f64) {
     }
 }
 
-/// Compute and communication time per rank, and who the others wait for: a rank computing
-/// more than 10% above the lower median, or one spending under half the others' median time
-/// in collectives (the others sit in every collective until it arrives).
+/// Compute and communication time per rank, and who the others wait for: a rank whose time
+/// in collectives is well under the others' (they sit in every collective until it arrives),
+/// or one computing more than 10% above the lower median while the others do wait for it.
 pub fn rank_balance(traces: &[TraceFile]) -> Option<RankBalance> {
     if traces.len() < 2 {
         return None;
@@ -61,11 +67,12 @@ pub fn rank_balance(traces: &[TraceFile]) -> Option<RankBalance> {
     let median = lower_median(compute.clone());
     let lo = compute.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = compute.iter().copied().fold(0.0, f64::max);
-    let mut stragglers: Vec<u32> = ranks
+    // The window the figures cover: the busiest rank's time.
+    let window = ranks
         .iter()
-        .filter(|r| median > 0.0 && r.compute_us > median * 1.1)
-        .map(|r| r.rank)
-        .collect();
+        .map(|r| r.compute_us + r.comm_us + r.idle_us)
+        .fold(0.0, f64::max);
+    let mut stragglers = Vec::new();
     for r in &ranks {
         let others: Vec<f64> = ranks
             .iter()
@@ -73,7 +80,15 @@ pub fn rank_balance(traces: &[TraceFile]) -> Option<RankBalance> {
             .map(|o| o.comm_us)
             .collect();
         let waited = lower_median(others);
-        if waited > 0.0 && r.comm_us < 0.5 * waited && !stragglers.contains(&r.rank) {
+        // What the others spent in collectives beyond this rank: their wait for it.
+        let gap = waited - r.comm_us;
+        let waited_for = gap > 0.0
+            && gap >= STRAGGLER_WAIT_SHARE * waited
+            && gap >= STRAGGLER_WINDOW_SHARE * window;
+        // Computing longer makes a straggler only if the others do wait for it: on a busy
+        // machine a rank's operators also take longer while it is preempted.
+        let computes_longer = median > 0.0 && r.compute_us > median * 1.1 && gap > 0.0;
+        if waited_for || computes_longer {
             stragglers.push(r.rank);
         }
     }

@@ -11,6 +11,18 @@ pub(super) fn straggler_rank(inputs: &Inputs) -> Vec<Draft> {
     let Some(table) = &inputs.report.interconnect else {
         return Vec::new();
     };
+    // On a busy machine a rank is also late because it was preempted: the finding stands for
+    // the run, but says so and is trusted less.
+    let busy = inputs
+        .report
+        .cpu
+        .iter()
+        .filter_map(|r| {
+            let (cores, queued) = (r.cpu_utilization_cores?, r.run_queue_cores?);
+            (cores + queued > 0.0).then(|| queued / (cores + queued))
+        })
+        .fold(0.0, f64::max);
+    let contended = busy >= CONTENTION_SHARE;
     let mut out = Vec::new();
     for b in &table.balance {
         // The window the figures cover: the busiest rank's computing and communicating.
@@ -47,6 +59,15 @@ pub(super) fn straggler_rank(inputs: &Inputs) -> Vec<Draft> {
                 Some(n) if nodes.len() > 1 => format!(" (node {n})"),
                 _ => String::new(),
             };
+            let caveat = if contended {
+                tr(
+                    lang,
+                    format!(" The machine was busy ({:.0}% of what a run wanted to run waited for a CPU): preemption alone can make a rank late; profile again on an idle machine before changing the program.", busy * 100.0),
+                    format!(" マシンが混んでいた（実行したい時間の {:.0}% が CPU 待ち）: プリエンプションだけでもランクは遅れる。プログラムを変える前に空いたマシンで測り直す。", busy * 100.0),
+                )
+            } else {
+                String::new()
+            };
             out.push(Draft {
                 title: tr(
                     lang,
@@ -65,7 +86,7 @@ pub(super) fn straggler_rank(inputs: &Inputs) -> Vec<Draft> {
                         b.measured_on,
                         secs(waited_s),
                         secs(window_s)
-                    ),
+                    ) + &caveat,
                     format!(
                         "rank {} は集団通信に {}（rank {s} は {}）、計算に {}（rank {s} は {}）: 他のランクが先に着いて待っている（{}）。rank {s} だけがしていることを探す: そのランクだけの処理（ログ、チェックポイント、評価、`if rank == ...` の下のコード）、偏ったバッチやシャード、遅いか混んでいる CPU/GPU やノード。ランクごとのプロファイルのホットスポットが場所を示す。他と同じ速さになれば、計測した {} のうち各ランク約 {} 短縮。",
                         typical.rank,
@@ -76,11 +97,15 @@ pub(super) fn straggler_rank(inputs: &Inputs) -> Vec<Draft> {
                         b.measured_on,
                         secs(window_s),
                         secs(waited_s)
-                    ),
+                    ) + &caveat,
                 ),
                 evidence: vec![format!("interconnect ranks rank {s} vs rank {}", typical.rank)],
                 sources: b.sources.clone(),
-                confidence: Confidence::Medium,
+                confidence: if contended {
+                    Confidence::Low
+                } else {
+                    Confidence::Medium
+                },
                 ..Draft::saves_time(waited_s, (window_s > 0.0).then_some(window_s))
             });
         }

@@ -542,7 +542,7 @@ async fn torch_profiler_traces_a_training_loop_on_its_schedule() {
         repeat: 1,
     };
     let mut i = input(Method::TorchProfiler, command(&[&py, &manual]));
-    i.options.schedule = Some(schedule.clone());
+    i.options.schedule = Some(schedule);
     let at = dir.path().join("manual");
     let e = execute(&i, &place(&at)).await.unwrap();
     assert_eq!(e.status, RunStatus::Completed, "{e:?}");
@@ -562,7 +562,7 @@ async fn torch_profiler_traces_a_training_loop_on_its_schedule() {
         "import torch\nmodel = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())\nwith torch.no_grad():\n    for _ in range(6):\n        model(torch.randn(32, 64))\nprint(\"inferred\")\n",
     );
     let mut i = input(Method::TorchProfiler, command(&[&py, &infer]));
-    i.options.schedule = Some(schedule.clone());
+    i.options.schedule = Some(schedule);
     let at = dir.path().join("infer");
     let e = execute(&i, &place(&at)).await.unwrap();
     assert_eq!(e.status, RunStatus::Completed, "{e:?}");

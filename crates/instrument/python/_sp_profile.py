@@ -595,12 +595,77 @@ def _patch_dist():
     if not dist.is_available():
         return False
     _dist_patched = True
+    all_reduce = dist.all_reduce
     for op in _COLLECTIVES:
         orig = getattr(dist, op, None)
         if orig is None:
             continue
         setattr(dist, op, _collective_wrapper(dist, op, orig))
+    _patch_ddp(dist, all_reduce)
     return True
+
+
+# The site whose call runs now on any thread: DDP's reducer calls its communication hook from
+# autograd's threads, where the calling thread's stack is not seen.
+_nccl_running = []
+
+
+def _patch_ddp(dist, all_reduce):
+    """DDP's gradient all-reduces run in its C++ reducer and never call `dist.all_reduce`: a
+    communication hook sees each bucket. It is registered at the first forward, and only if the
+    program registered none of its own (a DDP model takes one hook, once)."""
+    try:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+    except Exception:
+        return
+    register = DDP.register_comm_hook
+    for name in ("register_comm_hook", "_register_builtin_comm_hook"):
+        orig = getattr(DDP, name, None)
+        if orig is None:
+            continue
+
+        def theirs(self, *a, _orig=orig, **k):
+            self._sp_hooked = True
+            return _orig(self, *a, **k)
+        setattr(DDP, name, theirs)
+    forward = DDP.forward
+
+    def forward_then_hook(self, *a, **k):
+        if not getattr(self, "_sp_hooked", False):
+            self._sp_hooked = True
+            register(self, None, _bucket_hook(dist, all_reduce))
+        return forward(self, *a, **k)
+    DDP.forward = forward_then_hook
+
+
+def _bucket_hook(dist, all_reduce):
+    """What DDP's default hook does (average the bucket over the group), through the
+    unwrapped `all_reduce` so the call is not counted twice."""
+    def hook(state, bucket):
+        site = _nccl_running[-1] if _nccl_running else None
+        t0 = _perf()
+        group = state if state is not None else dist.group.WORLD
+        buf = bucket.buffer()
+        buf.div_(group.size())
+        fut = all_reduce(buf, group=group, async_op=True).get_future().then(lambda f: f.value()[0])
+        if site is None:
+            return fut
+        nbytes = buf.numel() * buf.element_size()
+
+        def done(f):
+            # Host time from the bucket's launch to its future's completion.
+            latency = _perf() - t0
+            n = dist.get_world_size()
+            alg = nbytes / latency / 1e9 if latency > 0 else 0.0
+            _emit({"kind": "collective", "t": time.time(), "pid": _pid, "change": site.change,
+                   "site": site.name, "op": "all_reduce", "backend": str(dist.get_backend()),
+                   "bytes": nbytes, "world_size": n, "rank": dist.get_rank(), "async_op": True,
+                   "latency_s": latency, "algbw_gbps": alg,
+                   "busbw_gbps": alg * _BUS["all_reduce"](n) if n > 0 else 0.0,
+                   "ddp_bucket": bucket.index()})
+            return f.value()
+        return fut.then(done)
+    return hook
 
 
 def _collective_wrapper(dist, op, orig):
@@ -650,12 +715,15 @@ class _Nccl(_Timing):
 
     def start(self, call):
         _stack("nccl").append(self.site)
+        _nccl_running.append(self.site)
         return None
 
     def stop(self, call, state):
         stack = _stack("nccl")
         if stack and stack[-1] is self.site:
             stack.pop()
+        if self.site in _nccl_running:
+            _nccl_running.remove(self.site)
 
 
 _PROBES = {"timing": _Timing, "cuda_events": _CudaEvents, "memory": _Memory,

@@ -535,6 +535,10 @@ pub struct CollectiveRecord {
     pub algbw_gbps: f64,
     /// Bus bandwidth with nccl-tests' factors (all_reduce 2(n-1)/n, …).
     pub busbw_gbps: f64,
+    /// The DDP bucket this all-reduce carried (DDP's reducer, seen by a communication hook);
+    /// none for a `torch.distributed` call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ddp_bucket: Option<u32>,
 }
 
 /// Totals of one site at process exit: how many calls, how many were sampled.

@@ -620,3 +620,77 @@ fn collectives_on_gloo_over_two_local_processes() {
         "{summaries:?}"
     );
 }
+
+/// DDP's gradient all-reduces run in its C++ reducer, not through `dist.all_reduce`: 9,352
+/// float32 parameters make one bucket of 37,408 bytes, all-reduced once per step.
+const DDP_MODEL: &str = r#"import os, socket, subprocess, sys
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def train_step(model, opt):
+    opt.zero_grad()
+    loss = model(torch.randn(32, 64)).pow(2).mean()
+    loss.backward()
+    opt.step()
+
+
+def worker(rank, world):
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(4):
+        train_step(model, opt)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        worker(int(sys.argv[1]), 2)
+        sys.exit(0)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    procs = [subprocess.Popen([sys.executable, __file__, str(r)], env=env) for r in range(2)]
+    sys.exit(max(p.wait() for p in procs))
+"#;
+
+#[test]
+fn ddp_buckets_are_collectives_through_a_communication_hook() {
+    let root = Root::new(&[("ddp_model.py", DDP_MODEL)]);
+    if !module(&root.python, "torch") {
+        return;
+    }
+    let r = root.instrument(
+        "ddp_model.py",
+        Measure::Nccl,
+        Strategy::Decorator,
+        "train_step",
+        Some(1),
+    );
+    root.run(&["ddp_model.py"]);
+    let id = r.change_ids.last().unwrap();
+    let buckets: Vec<(u32, String, u64, Option<u32>)> = root
+        .records()
+        .iter()
+        .filter_map(|r| match r {
+            R::Collective(c) if &c.change == id => {
+                Some((c.rank, c.op.clone(), c.bytes, c.ddp_bucket))
+            }
+            _ => None,
+        })
+        .collect();
+    for rank in 0..2 {
+        let mine: Vec<_> = buckets.iter().filter(|b| b.0 == rank).collect();
+        assert_eq!(mine.len(), 4, "one bucket per step on rank {rank}: {buckets:?}");
+        assert!(
+            mine.iter()
+                .all(|b| b.1 == "all_reduce" && b.2 == 9_352 * 4 && b.3 == Some(0)),
+            "{buckets:?}"
+        );
+    }
+}

@@ -474,6 +474,82 @@ async fn torch_profiler_goes_inside_every_rank_of_torchrun() {
     assert_eq!(e.metrics.trace.as_ref().and_then(|t| t.rank), Some(0));
 }
 
+/// Real code nobody here wrote: Lightning's demo transformer trained by Lightning's own DDP
+/// strategy under torchrun. The all-reduces of the traced steps are exactly DDP's buckets as
+/// its reducer reports them (printed by the program), and the rank made slow is named.
+#[tokio::test]
+async fn lightning_ddp_under_torchrun_matches_ddps_own_buckets() {
+    let py = python();
+    if !module(&py, "torch") || !module(&py, "lightning") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let torchrun = std::path::Path::new(&py).with_file_name("torchrun");
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lightning_ddp.py");
+    let mut i = input(
+        Method::TorchProfiler,
+        command(&[
+            torchrun.to_str().unwrap(),
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            example.to_str().unwrap(),
+        ]),
+    );
+    i.env.insert("STEPS".into(), "10".into());
+    // Far above what preemption on a busy machine makes of a rank's step.
+    i.env.insert("SLOW_RANK_S".into(), "0.3".into());
+    i.options.record_shapes = Some(true);
+    i.options.schedule = Some(system_profile_model::run::TorchSchedule {
+        wait: 1,
+        warmup: 2,
+        active: 3,
+        repeat: 1,
+    });
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    let truth: serde_json::Value = serde_json::from_str(
+        e.stdout_tail
+            .lines()
+            .find_map(|l| l.strip_prefix("ddp buckets: "))
+            .unwrap_or_else(|| panic!("the program prints its buckets: {}", e.stdout_tail)),
+    )
+    .unwrap();
+    let mut buckets: Vec<u64> = truth["bucket_bytes"]
+        .as_str()
+        .unwrap()
+        .split(", ")
+        .map(|b| b.parse().unwrap())
+        .collect();
+    buckets.sort_unstable();
+    assert_eq!(
+        buckets.iter().sum::<u64>(),
+        truth["params"].as_u64().unwrap() * 4,
+        "the buckets hold every float32 parameter once: {truth}"
+    );
+    let ranks = e.metrics.ranks.as_ref().expect("one trace per rank");
+    assert_eq!(ranks.traces.len(), 2, "{ranks:?}");
+    for t in &ranks.traces {
+        let c = t.analysis.collectives.as_ref().expect("collectives");
+        let ar = c.ops.iter().find(|o| o.op == "all_reduce").expect("all_reduce");
+        // Three active steps, one all-reduce per bucket each.
+        assert_eq!(
+            (ar.calls, ar.bytes_total),
+            (3 * buckets.len() as u64, 3 * buckets.iter().sum::<u64>()),
+            "rank {:?}: {ar:?}",
+            t.analysis.rank
+        );
+        assert_eq!(
+            (ar.bytes_p50, ar.bytes_p95),
+            (buckets.first().copied(), buckets.last().copied()),
+            "{ar:?}"
+        );
+    }
+    let balance = ranks.balance.as_ref().expect("balance");
+    assert_eq!(balance.stragglers, vec![1], "{balance:?}");
+}
+
 #[tokio::test]
 async fn torch_profiler_traces_a_training_loop_on_its_schedule() {
     let py = python();

@@ -2,7 +2,7 @@
 line. Identifies a target, plans, runs every planned step, summarizes, and prints where the
 report is.
 
-    python examples/clients/jsonrpc_stdio.py examples/cpu_hotspot.py 40
+    python examples/clients/jsonrpc_stdio.py examples/cpu_hotspot.py 100
 
 Every tool is also a plain JSON-RPC method of its own name that returns the structured result,
 so a script needs neither `initialize` nor `tools/call` (an MCP client would use both).
@@ -49,6 +49,14 @@ def main():
     plan = server.call("plan_profile", {"target": found})
     for step in plan["steps"]:
         run = server.call("run_profiler", step["run_profiler"])
+        # A method that measured nothing (not installed, or the program ended before py-spy
+        # could read it) gives way to the step's next one, as `system-profile profile` does.
+        for fallback in step.get("fallbacks", []):
+            if not run.get("not_started"):
+                break
+            print(f"{step['id']} {step['method']}: {run['not_started']}; {fallback['method']} instead",
+                  file=sys.stderr)
+            run = server.call("run_profiler", fallback["run_profiler"])
         print(f"{step['id']} {step['method']}: {run['status']} {run.get('wall_s') or 0:.2f} s",
               file=sys.stderr)
     report = server.call("summarize", {})

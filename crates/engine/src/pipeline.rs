@@ -434,7 +434,7 @@ impl Engine {
             observe(PipelineEvent::Stage {
                 name: "fallback",
                 detail: format!(
-                    "{}: {} did not start ({why}); {} runs instead",
+                    "{}: {} measured nothing ({why}); {} runs instead",
                     step.id,
                     record.profiler.id(),
                     fallback.method.id()
@@ -472,7 +472,7 @@ impl Engine {
                         .as_ref()
                         .map(|i| {
                             format!(
-                                "instead of {}, which did not start: {}",
+                                "instead of {}, which measured nothing: {}",
                                 i.method.id(),
                                 i.why
                             )

@@ -781,6 +781,12 @@ pub struct TraceLaunches {
 pub struct TraceWindow {
     pub profiler_steps: u64,
     pub last_step_excluded: bool,
+    /// Mean and longest profiler step, µs, over the steps that ran whole (not the last, which
+    /// the profiler's stop cuts short): the step time the program would log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_mean_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_max_us: Option<f64>,
     pub gpu_events_kept: u64,
     pub gpu_events_excluded: u64,
 }

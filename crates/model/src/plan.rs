@@ -85,13 +85,13 @@ pub struct PlanStep {
     /// Exactly what to pass to `run_profiler`.
     pub run_profiler: RunProfilerInput,
     /// The later methods of the step's chain that can run here too, in order: when this
-    /// step's method cannot start (its program missing or refused), the next one runs
-    /// instead and the run says so.
+    /// step's run measured nothing (`not_started`: its program missing or refused, or the
+    /// target ended before py-spy could read it), the next one runs instead and says so.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<Fallback>,
 }
 
-/// A method that stands in for a step's own when that one cannot start.
+/// A method that stands in for a step's own when that one measured nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Fallback {
     pub method: Method,

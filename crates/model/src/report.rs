@@ -377,6 +377,9 @@ pub struct RankRow {
     /// The GPU's idle time; none on the CPU, where waiting is not told from other work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_us: Option<f64>,
+    /// Its mean profiler step, µs: the step time every rank shares when they keep in step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_mean_us: Option<f64>,
 }
 
 /// One GPU's compute figures.

@@ -692,11 +692,13 @@ pub struct RunRecord {
     /// Why the run failed, and what to do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Set when the method's own program could not start (not installed, not permitted):
-    /// the target never ran, and a plan's pipeline runs the step's next method instead.
+    /// Set when the method measured nothing of the target: its own program could not start
+    /// (not installed, not permitted; the target never ran), or the target ended before the
+    /// method could read it (py-spy on a program of a fraction of a second). A plan's pipeline
+    /// runs the step's next method instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_started: Option<String>,
-    /// The step's method this run stands in for, and why that one did not start.
+    /// The step's method this run stands in for, and why that one measured nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instead_of: Option<InsteadOf>,
 }

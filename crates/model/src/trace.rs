@@ -39,8 +39,8 @@ pub struct RankBalance {
     /// Largest compute time over the smallest: 1.0 is even.
     pub compute_imbalance: f64,
     /// Ranks the others wait for, which shows as the others' larger time in collectives: the
-    /// others' median exceeds the rank's own by half of it and by 10% of the window; or a
-    /// rank computing more than 10% above the lower median that the others do wait for.
+    /// others' median exceeds the rank's own by at least 10% of the window, and by half of
+    /// itself or while the rank computes more than 10% above the lower median.
     pub stragglers: Vec<u32>,
 }
 
@@ -54,6 +54,9 @@ pub struct RankTime {
     pub compute_us: f64,
     pub comm_us: f64,
     pub idle_us: f64,
+    /// Its mean profiler step, µs (the trace's `window.step_mean_us`), when it has whole steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_mean_us: Option<f64>,
 }
 
 /// Output of `analyze_trace`.

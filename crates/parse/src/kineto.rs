@@ -212,10 +212,33 @@ struct Acc {
     runtime: HashMap<u64, (f64, bool)>,
     /// Launch calls (start, duration) in file order, so their sums come out the same every run.
     launch_calls: Vec<(f64, f64)>,
-    /// Starts of the `ProfilerStep#N` annotations.
-    steps: Vec<f64>,
+    /// Start and duration of the `ProfilerStep#N` annotations.
+    steps: Vec<(f64, f64)>,
     skipped: u64,
     comms: CommAcc,
+}
+
+/// Mean and longest `ProfilerStep#N`, µs, over the steps that ran whole: all but the last,
+/// which the profiler's stop cuts short. A step annotation that appears twice (a CPU op and a
+/// user annotation of the same step) counts once, the longer.
+fn step_times(steps: &[(f64, f64)]) -> (Option<f64>, Option<f64>) {
+    let mut by_start: BTreeMap<u64, f64> = BTreeMap::new();
+    for (ts, dur) in steps {
+        let d = by_start.entry(ts.to_bits()).or_insert(0.0);
+        *d = d.max(*dur);
+    }
+    let mut ordered: Vec<(f64, f64)> = by_start
+        .into_iter()
+        .map(|(ts, dur)| (f64::from_bits(ts), dur))
+        .collect();
+    ordered.sort_by(|a, b| a.0.total_cmp(&b.0));
+    ordered.pop();
+    if ordered.is_empty() {
+        return (None, None);
+    }
+    let durs: Vec<f64> = ordered.iter().map(|s| s.1).collect();
+    let mean = durs.iter().sum::<f64>() / durs.len() as f64;
+    (Some(mean), durs.iter().copied().reduce(f64::max))
 }
 
 impl Acc {
@@ -292,7 +315,7 @@ impl Acc {
                     .as_deref()
                     .is_some_and(|n| n.starts_with("ProfilerStep#")) =>
             {
-                self.steps.push(ts);
+                self.steps.push((ts, dur));
             }
             _ => {}
         }
@@ -302,9 +325,10 @@ impl Acc {
         let pct = |x: f64, of: f64| if of > 0.0 { x / of * 100.0 } else { 0.0 };
         // With two profiler steps or more, the window HTA uses: GPU work launched before the
         // last step began (the last one is cut short by the profiler's own stop).
-        let mut distinct_steps = self.steps.clone();
+        let mut distinct_steps: Vec<f64> = self.steps.iter().map(|s| s.0).collect();
         distinct_steps.sort_by(f64::total_cmp);
         distinct_steps.dedup();
+        let (step_mean_us, step_max_us) = step_times(&self.steps);
         let cutoff = (distinct_steps.len() >= 2).then(|| distinct_steps[distinct_steps.len() - 1]);
         let runtime = &self.runtime;
         let kept = |g: &GpuEvent| match cutoff {
@@ -492,6 +516,8 @@ impl Acc {
             window: TraceWindow {
                 profiler_steps: distinct_steps.len() as u64,
                 last_step_excluded: cutoff.is_some(),
+                step_mean_us,
+                step_max_us,
                 gpu_events_kept: self.gpu.len() as u64 - dropped,
                 gpu_events_excluded: dropped,
             },

@@ -158,8 +158,12 @@ pub fn read_launcher(words: &[String]) -> Option<(LauncherTarget, usize)> {
         }
     })
     .or_else(|| has("--standalone").then(|| "standalone".to_string()));
+    // `accelerate launch --cpu` always takes its simple launcher: one process, whatever
+    // `--num_processes` says, unless mpirun is given a host file (accelerate's `launch_command`).
+    let one_cpu_process = program == "accelerate" && has("--cpu") && !has("--mpirun_hostfile");
     let world_size = value(&["--num_processes"])
         .and_then(|v| v.parse::<u32>().ok())
+        .map(|n| if one_cpu_process { 1 } else { n })
         .or_else(|| {
             let per_node: u32 = nproc_per_node.as_deref()?.parse().ok()?;
             let nodes: u32 = nnodes.as_deref().unwrap_or("1").parse().ok()?;
@@ -262,9 +266,15 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(l.program, "accelerate");
-        assert_eq!(l.world_size, Some(2));
+        // `--cpu` runs one process (accelerate's simple launcher), as seen running it.
+        assert_eq!(l.world_size, Some(1));
         assert_eq!(l.rendezvous.as_deref(), Some("10.0.0.1:29501"));
         assert_eq!(l.entry, words("nlp_example.py"));
+        let (l, _) = read_launcher(&words(
+            "accelerate launch --multi_gpu --num_processes 2 nlp_example.py",
+        ))
+        .unwrap();
+        assert_eq!(l.world_size, Some(2));
         let (l, _) = read_launcher(&words("deepspeed --num_gpus 4 train.py --deepspeed")).unwrap();
         assert_eq!((l.program.as_str(), l.world_size), ("deepspeed", Some(4)));
         // Elastic ranges and `auto` are kept as given; no world size is made up.

@@ -301,6 +301,7 @@ impl TraceSets<'_> {
                         compute_us: r.compute_us,
                         comm_us: r.comm_us,
                         idle_us: gpu.then_some(r.idle_us),
+                        step_mean_us: r.step_mean_us,
                     })
                     .collect(),
                 compute_imbalance: b.compute_imbalance,
@@ -413,6 +414,7 @@ pub(crate) fn render_balance(md: &mut String, report: &Report) {
                     us(r.compute_us),
                     us(r.comm_us),
                     cell(r.idle_us, us),
+                    cell(r.step_mean_us, us),
                     if b.stragglers.contains(&r.rank) {
                         tr(lang, "straggler", "遅いランク")
                     } else {
@@ -431,6 +433,7 @@ pub(crate) fn render_balance(md: &mut String, report: &Report) {
                     ("Compute", "計算"),
                     ("Communication", "通信"),
                     ("Idle", "アイドル"),
+                    ("Step (mean)", "ステップ（平均）"),
                     ("", ""),
                 ],
             ),

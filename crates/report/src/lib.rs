@@ -283,11 +283,29 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
         ("gpu", report.gpu.is_empty()),
         ("hotspots", report.hotspots.is_none()),
     ];
+    // A distributed run that traced its ranks and saw no collective says so: the table is
+    // empty because of the window, not for want of a GPU.
+    let quiet_ranks = session.runs.iter().find_map(|r| {
+        let ranks = r.metrics.ranks.as_ref()?;
+        ranks
+            .traces
+            .iter()
+            .all(|t| t.analysis.collectives.is_none())
+            .then(|| (r.run_id.clone(), ranks.traces.len()))
+    });
     for (table, is_empty) in empty {
         if is_empty {
+            let reason = match (&quiet_ranks, table) {
+                (Some((run, n)), "interconnect") => fmt::tr(
+                    lang,
+                    format!("Left out: {run} traced {n} ranks and none made a collective in its traced window (the program communicated outside the traced steps, or not at all): trace a longer window (`options.schedule` with more active steps, or none for the whole run)."),
+                    format!("省略: {run} は {n} ランクをトレースしたが、トレースした区間に集団通信はなかった（トレース外で通信したか、通信していない）: 区間を長くする（`options.schedule` の active を増やす、または省略して全体）。"),
+                ),
+                _ => omitted_reason(lang, table),
+            };
             report.omitted.push(Omitted {
                 table: table.into(),
-                reason: omitted_reason(lang, table),
+                reason,
             });
         }
     }
@@ -316,7 +334,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
             report.notes.push(fmt::tr(
                 lang,
                 format!(
-                    "{} ran {} instead of {} ({}), which did not start: {}",
+                    "{} ran {} instead of {} ({}), which measured nothing: {}",
                     r.run_id,
                     r.profiler.id(),
                     i.method.id(),
@@ -324,7 +342,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
                     i.why
                 ),
                 format!(
-                    "{} は {} が起動できなかったため（{}、{}）代わりに {} で実行した",
+                    "{} は {} が何も測定できなかったため（{}、{}）代わりに {} で実行した",
                     r.run_id,
                     i.method.id(),
                     i.run_id,

@@ -5,6 +5,33 @@ use super::*;
 /// Reads a pstats file and prints its rows as JSON (see `parse::cprofile_json`).
 pub(crate) const PSTATS_TO_JSON: &str = "import json, pstats, sys\nst = pstats.Stats(sys.argv[1])\nrows = [[f, l, n, cc, nc, tt, ct] for (f, l, n), (cc, nc, tt, ct, _) in st.stats.items()]\nwith open(sys.argv[2], 'w') as out:\n    json.dump(rows, out)\n";
 
+/// cProfile's own `python -m cProfile` set-up (the same globals, frames and `sys.argv`), less
+/// its `except SystemExit: pass`: under `-m cProfile` a program that exits with an error exits
+/// 0 and its message is lost, so a failed target passed for a completed profile. Here the
+/// stats are written and then the exit or exception goes on as the program raised it.
+/// argv: pstats path, then the script or `-m module` and its arguments.
+pub(crate) const CPROFILE_RUNNER: &str = r#"
+import cProfile, importlib.machinery, io, os, runpy, sys
+out, rest = sys.argv[1], sys.argv[2:]
+if rest[0] == "-m":
+    code = "run_module(modname, run_name='__main__', alter_sys=True)"
+    globs = {"run_module": runpy.run_module, "modname": rest[1]}
+    sys.argv[:] = rest[1:]
+else:
+    sys.path.insert(0, os.path.dirname(rest[0]))
+    with io.open_code(rest[0]) as fp:
+        code = compile(fp.read(), rest[0], "exec")
+    spec = importlib.machinery.ModuleSpec(name="__main__", loader=None, origin=rest[0])
+    globs = {"__spec__": spec, "__file__": spec.origin, "__name__": spec.name,
+             "__package__": None, "__cached__": None}
+    sys.argv[:] = rest
+prof = cProfile.Profile()
+try:
+    prof.runctx(code, globs, None)
+finally:
+    prof.dump_stats(out)
+"#;
+
 pub(crate) async fn cprofile(
     input: &RunProfilerInput,
     place: &RunPlace,
@@ -12,16 +39,19 @@ pub(crate) async fn cprofile(
     let (mut argv, rest) = split_python(input)?;
     let python = argv[0].clone();
     let pstats = place.dir.join("cprofile.pstats");
-    // The interpreter's own options stay before `-m cProfile`; the script or `-m module` after.
+    // The interpreter's own options stay before the runner; the script or `-m module` after.
     argv.extend([
-        "-m".into(),
-        "cProfile".into(),
-        "-o".into(),
+        "-c".into(),
+        CPROFILE_RUNNER.into(),
         pstats.to_string_lossy().into_owned(),
     ]);
     argv.extend(rest);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
+    // The runner's code is long; the record keeps its place, not its text.
+    if let Some(code) = e.argv.iter_mut().find(|a| a.as_str() == CPROFILE_RUNNER) {
+        *code = "<cprofile runner>".into();
+    }
     let rows = place.dir.join("cprofile.json");
     let convert = CommandSpec::new([
         python.as_str(),
@@ -37,7 +67,7 @@ pub(crate) async fn cprofile(
             e.metrics.calls = Some(parsed.value);
         }
         Ok(o) => e.warnings.push(format!(
-            "the profile could not be read back (cProfile writes it only when the program exits normally): {}",
+            "the profile could not be read back (cProfile writes it when the program ends, unless it was killed): {}",
             o.stderr.text().lines().last().unwrap_or("").trim()
         )),
         Err(err) => e.warnings.push(format!("the profile could not be read back: {err}")),

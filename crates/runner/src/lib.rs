@@ -73,8 +73,9 @@ pub struct Execution {
     pub stderr_tail: String,
     pub warnings: Vec<String>,
     pub error: Option<String>,
-    /// The method's own program could not start (its module is not installed for the
-    /// target's interpreter): the target never ran.
+    /// The method measured nothing of the target: its own program could not start (its module
+    /// is not installed for the target's interpreter), or the target ended before it could be
+    /// read. A plan's pipeline runs the step's next method.
     pub not_started: Option<String>,
 }
 

@@ -67,6 +67,11 @@ pub(crate) async fn py_spy_record(
     if wrapped {
         target_status(&mut e, &status_file);
     }
+    if let Some(why) = py_spy_missed_it(&e, &status_file) {
+        // Nothing of the target was seen: a plan's next method (cprofile) sees a run this short.
+        e.not_started = Some(why.clone());
+        e.error = Some(why);
+    }
     let text = read(&folded);
     let parsed = system_profile_parse::folded::parse(&text);
     e.warnings.extend(
@@ -118,13 +123,33 @@ pub(crate) async fn py_spy_record(
     Ok(e)
 }
 
+/// py-spy's own failure told apart from the target's: a target that ended well before py-spy
+/// found its interpreter (py-spy gives up after about a second) is not a target that failed.
+fn py_spy_missed_it(e: &Execution, status_file: &Path) -> Option<String> {
+    if e.status != RunStatus::Failed || !e.stderr_tail.contains("No python processes found") {
+        return None;
+    }
+    // A target that failed is the target's failure (its status, kept by the shell, says so).
+    let target = match read(status_file).trim() {
+        "0" => "the target ended (status 0)",
+        "" => "the target did not become a Python process py-spy could read",
+        _ => return None,
+    };
+    Some(format!(
+        "{target} before py-spy found its Python interpreter ({:.1} s): py-spy needs the program to run longer than about a second; give it more work, or use cprofile, which sees a run of any length",
+        e.wall_s
+    ))
+}
+
 /// The target's own exit status, kept by the shell between py-spy and the target: a target
 /// that failed makes the run failed, with its status and what it last said.
 fn target_status(e: &mut Execution, status_file: &Path) {
     let Ok(code) = read(status_file).trim().parse::<i32>() else {
         return;
     };
-    if code != 0 && e.status == RunStatus::Completed {
+    // py-spy's own status (0, or 1 when it could not read a target that died at once) gives
+    // way to the target's.
+    if code != 0 {
         e.status = RunStatus::Failed;
         // A shell reports death by signal N as 128 + N.
         if (129..=192).contains(&code) {

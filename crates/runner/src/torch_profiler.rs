@@ -47,17 +47,20 @@ if schedule:
     kwargs["on_trace_ready"] = ready
 prof = profile(**kwargs)
 # A step is an optimizer step; a loop without an optimizer (manual SGD) steps at each
-# backward, and one without backward (inference) at each outermost module forward. A kind
-# steps only until a stronger one is seen, so the first iteration may step twice or thrice.
+# backward, and one without backward (inference) at each outermost module forward. A weaker
+# kind steps only from its second sighting with no stronger one seen: the first iteration's
+# forward and backward come before its optimizer step, and stepping at them would spend the
+# schedule's wait and warmup inside one iteration (two whole steps traced of three active).
 STRENGTH = {"forward": 0, "backward": 1, "optimizer": 2}
 counts = {"forward": 0, "backward": 0, "optimizer": 0}
 def stepped(kind):
-    seen = state["step_by"]
-    if seen is not None and STRENGTH[seen] > STRENGTH[kind]:
-        return
     counts[kind] += 1
+    if any(n and STRENGTH[k] > STRENGTH[kind] for k, n in counts.items()):
+        return
+    if kind != "optimizer" and counts[kind] < 2:
+        return
     state["step_by"] = kind
-    state["steps"] = counts[kind]
+    state["steps"] += 1
     if schedule:
         prof.step()
 from torch.optim.optimizer import register_optimizer_step_post_hook

@@ -105,14 +105,17 @@ tracemalloc.start(depth)
 watcher = threading.Thread(target=watch, daemon=True)
 watcher.start()
 code = 0
+# The script's globals, held as the interpreter holds a `__main__`'s until it exits: what they
+# keep is live at exit, not freed before the exit snapshot.
+ns = None
 try:
     if target[0] == "-m":
         sys.argv = target[1:]
-        runpy.run_module(target[1], run_name="__main__", alter_sys=True)
+        ns = runpy.run_module(target[1], run_name="__main__", alter_sys=True)
     else:
         sys.argv = target
         sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
-        runpy.run_path(target[0], run_name="__main__")
+        ns = runpy.run_path(target[0], run_name="__main__")
 except SystemExit as e:
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
 finally:
@@ -121,9 +124,14 @@ finally:
     watcher.join(timeout=30)
     cur, peak = tracemalloc.get_traced_memory()
     snap = state.pop("peak_snap", None)
+    at_exit = tracemalloc.take_snapshot()
+    # A program that ended before the watcher's first look, or grew past its last snapshot,
+    # holds more now than that snapshot saw: what is live now is the better picture of the peak.
+    if snap is None or cur > state["snap_at"]:
+        snap, state["snap_at"] = at_exit, cur
     report = {"current": cur, "peak": peak, "depth": depth,
-              "peak_sites": top(snap) if snap is not None else [],
-              "exit_sites": top(tracemalloc.take_snapshot(), 200), "timeline": state["timeline"],
+              "peak_sites": top(snap),
+              "exit_sites": top(at_exit, 200), "timeline": state["timeline"],
               "peak_sites_at": state["snap_at"], "rss_before_imports": rss_before,
               "imports": imports}
     tracemalloc.stop()

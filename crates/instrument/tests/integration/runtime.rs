@@ -686,7 +686,11 @@ fn ddp_buckets_are_collectives_through_a_communication_hook() {
         .collect();
     for rank in 0..2 {
         let mine: Vec<_> = buckets.iter().filter(|b| b.0 == rank).collect();
-        assert_eq!(mine.len(), 4, "one bucket per step on rank {rank}: {buckets:?}");
+        assert_eq!(
+            mine.len(),
+            4,
+            "one bucket per step on rank {rank}: {buckets:?}"
+        );
         assert!(
             mine.iter()
                 .all(|b| b.1 == "all_reduce" && b.2 == 9_352 * 4 && b.3 == Some(0)),

@@ -123,7 +123,7 @@ fn cpu_hotspot_ranks_its_known_hotspot_first() {
         return;
     }
     let s = Scratch::new();
-    let (report, out) = s.profile(&["examples/cpu_hotspot.py", "40"]);
+    let (report, out) = s.profile(&["examples/cpu_hotspot.py", "100"]);
     let hot = hotspot_functions(&report);
     assert_eq!(hot.first().map(String::as_str), Some("busy"), "{hot:?}");
     let rules = rules(&report);
@@ -593,7 +593,7 @@ fn the_example_clients_drive_real_sessions() {
             &py,
             "examples/clients/jsonrpc_stdio.py",
             "examples/cpu_hotspot.py",
-            "30",
+            "100",
         ],
     );
     assert!(out.contains("1. Speed up `busy`"), "{out}");

@@ -6,6 +6,10 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
 
+/// `spin`'s loop count: seconds of own time even on a fast machine (a quarter second, which
+/// 8,000,000 gave here, leaves py-spy a few samples and the hot-function rule under its floor).
+const WORK_N: &str = "40000000";
+
 const WORK: &str = "import sys\n\n\ndef spin(n):\n    total = 0\n    for i in range(n):\n        total += i % 7\n    return total\n\n\ndef main():\n    print(spin(int(sys.argv[1])))\n\n\nif __name__ == \"__main__\":\n    main()\n";
 
 fn call(s: &mut Server, id: u64, name: &str, arguments: Value) -> Value {
@@ -79,18 +83,18 @@ fn summarize_and_compare_over_stdio_on_real_runs() {
     let cmd = |n: &str| json!({"command": [py, "work.py", n]});
 
     // Before: two repeats of measure, py-spy, cProfile, an instrumented function, a trace.
-    let (mut s, session_before) = measured_twice(root.path(), &cmd("8000000"));
+    let (mut s, session_before) = measured_twice(root.path(), &cmd(WORK_N));
     ok(&call(
         &mut s,
         3,
         "run_profiler",
-        json!({"profiler": "py_spy_record", "target": cmd("8000000")}),
+        json!({"profiler": "py_spy_record", "target": cmd(WORK_N)}),
     ));
     ok(&call(
         &mut s,
         4,
         "run_profiler",
-        json!({"profiler": "cprofile", "target": cmd("8000000")}),
+        json!({"profiler": "cprofile", "target": cmd(WORK_N)}),
     ));
     ok(&call(
         &mut s,
@@ -203,7 +207,7 @@ fn summarize_and_compare_over_stdio_on_real_runs() {
         WORK.replace("range(n)", "range(n // 10)"),
     )
     .unwrap();
-    let (mut s, session_after) = measured_twice(root.path(), &cmd("8000000"));
+    let (mut s, session_after) = measured_twice(root.path(), &cmd(WORK_N));
     assert_ne!(session_after, session_before);
     let r = call(
         &mut s,

@@ -4,7 +4,8 @@
 use crate::util::*;
 use serde_json::{json, Value};
 
-const APP: &str = "import time\n\n\ndef busy(n):\n    total = 0\n    for i in range(n):\n        total += i * i\n    return total\n\n\nif __name__ == \"__main__\":\n    busy(10**6)\n";
+/// Busy for a second of CPU, however fast the machine: samplers need it alive while they attach.
+const APP: &str = "import time\n\n\ndef busy(n):\n    total = 0\n    for i in range(n):\n        total += i * i\n    return total\n\n\nif __name__ == \"__main__\":\n    while time.process_time() < 1.0:\n        busy(10**5)\n";
 
 fn call(s: &mut Server, id: u64, name: &str, arguments: Value) -> Value {
     s.ask(

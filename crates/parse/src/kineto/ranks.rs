@@ -56,9 +56,17 @@ pub fn rank_balance(traces: &[TraceFile]) -> Option<RankBalance> {
                 compute_us,
                 comm_us,
                 idle_us,
+                step_mean_us: t.analysis.window.step_mean_us,
             }
         })
         .collect();
+    // Traces with neither collectives nor timed compute say nothing about balance.
+    if ranks
+        .iter()
+        .all(|r| r.compute_us == 0.0 && r.comm_us == 0.0)
+    {
+        return None;
+    }
     let lower_median = |mut v: Vec<f64>| -> f64 {
         v.sort_by(f64::total_cmp);
         v[(v.len() - 1) / 2]
@@ -80,15 +88,15 @@ pub fn rank_balance(traces: &[TraceFile]) -> Option<RankBalance> {
             .map(|o| o.comm_us)
             .collect();
         let waited = lower_median(others);
-        // What the others spent in collectives beyond this rank: their wait for it.
+        // What the others spent in collectives beyond this rank: their wait for it, which
+        // must be a real part of the window (scheduling noise on a busy machine is not).
         let gap = waited - r.comm_us;
-        let waited_for = gap > 0.0
-            && gap >= STRAGGLER_WAIT_SHARE * waited
-            && gap >= STRAGGLER_WINDOW_SHARE * window;
-        // Computing longer makes a straggler only if the others do wait for it: on a busy
-        // machine a rank's operators also take longer while it is preempted.
-        let computes_longer = median > 0.0 && r.compute_us > median * 1.1 && gap > 0.0;
-        if waited_for || computes_longer {
+        let waited_for = gap > 0.0 && gap >= STRAGGLER_WINDOW_SHARE * window;
+        // Far less in collectives than the others, or computing longer while they wait: on a
+        // busy machine a rank's operators also take longer while it is preempted.
+        let far_less = gap >= STRAGGLER_WAIT_SHARE * waited;
+        let computes_longer = median > 0.0 && r.compute_us > median * 1.1;
+        if waited_for && (far_less || computes_longer) {
             stragglers.push(r.rank);
         }
     }

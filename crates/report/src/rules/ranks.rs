@@ -43,12 +43,8 @@ pub(super) fn straggler_rank(inputs: &Inputs) -> Vec<Draft> {
             }
             others.sort_by(|a, b| a.comm_us.total_cmp(&b.comm_us));
             let typical = others[(others.len() - 1) / 2];
-            // The others' extra time in collectives is their wait, which already holds the
-            // straggler's extra computing; without it (no collective timed), the computing.
-            let waited_s = (typical.comm_us - slow.comm_us)
-                .max(slow.compute_us - typical.compute_us)
-                .max(0.0)
-                * 1e-6;
+            // The others' extra time in collectives is their wait: what it saves them.
+            let waited_s = (typical.comm_us - slow.comm_us).max(0.0) * 1e-6;
             if waited_s <= 0.0 {
                 continue;
             }

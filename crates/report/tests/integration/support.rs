@@ -69,20 +69,33 @@ impl Root {
             std::fs::write(&log, text).unwrap();
         }
         if src.join("ledger.json").exists() {
-            std::fs::write(
-                out.join("ledger.json"),
-                std::fs::read_to_string(src.join("ledger.json"))
+            // The helper the first change created is the instrument crate's own, written as it
+            // would write it today; its recorded hash follows it, so a helper changed since the
+            // capture does not show as "edited by someone else".
+            let helper_source = system_profile_instrument::HELPER_SOURCE;
+            let mut ledger: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(src.join("ledger.json"))
                     .unwrap()
                     .replace("@ROOT@", &root),
             )
             .unwrap();
-            // The files as the changes left them, byte for byte (Part B checks their hashes);
-            // the helper the first change created is the instrument crate's own, written as it
-            // would write it (a helper changed since shows as "edited": recapture then).
+            for change in ledger["changes"].as_array_mut().unwrap() {
+                if change["role"] == "helper" {
+                    change["sha256_after"] =
+                        system_profile_instrument::ledger::sha256_hex(helper_source.as_bytes())
+                            .into();
+                }
+            }
+            std::fs::write(
+                out.join("ledger.json"),
+                serde_json::to_string_pretty(&ledger).unwrap(),
+            )
+            .unwrap();
+            // The files as the changes left them, byte for byte (Part B checks their hashes).
             copy_raw(&src.join("files"), self.path());
             let helper = out.join("instrument/_sp_profile.py");
             std::fs::create_dir_all(helper.parent().unwrap()).unwrap();
-            std::fs::write(&helper, system_profile_instrument::HELPER_SOURCE).unwrap();
+            std::fs::write(&helper, helper_source).unwrap();
         }
         // The programs as they stood in the scratch root (the report reads their lines to
         // tell a blocked frame from a working one), where a change did not leave its own.

@@ -122,3 +122,13 @@ for _ in range(30):
     hot(100_000)
     cold(15_000)
 "#;
+
+/// `HOT`'s work repeated until the process has had a second of CPU: a sampler needs the target
+/// to live while it attaches, and 30 rounds end in a tenth of a second on a fast machine (and
+/// wall time would be a busy machine's, not the program's).
+pub fn hot_for_a_cpu_second() -> String {
+    HOT.replace(
+        "for _ in range(30):",
+        "import time\nwhile time.process_time() < 1.0:",
+    )
+}

@@ -10,7 +10,7 @@ async fn py_spy_ranks_the_hot_function_first_and_draws_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let py = python();
-    let hot = script(dir.path(), "hot.py", HOT);
+    let hot = script(dir.path(), "hot.py", &hot_for_a_cpu_second());
     let mut i = input(Method::PySpyRecord, command(&[&py, &hot]));
     i.options.rate_hz = Some(250.0);
     let e = execute(&i, &place(dir.path())).await.unwrap();
@@ -91,12 +91,26 @@ async fn py_spy_keeps_the_status_of_a_target_that_fails() {
     let fine = script(
         dir.path(),
         "fine.py",
-        "x = 0\nfor i in range(5_000_000):\n    x += i\n",
+        "import time\nx = 0\nwhile time.process_time() < 0.5:\n    x += 1\n",
     );
     let i = input(Method::PySpyRecord, command(&[&py, &fine]));
     let e = execute(&i, &place(&dir.path().join("fine"))).await.unwrap();
     assert_eq!(e.status, RunStatus::Completed, "{e:?}");
     assert_eq!(e.exit_code, Some(0));
+
+    // A target that ends before py-spy can read it: nothing measured, and py-spy's failure is
+    // not passed off as the target's ("the target exited with status 1").
+    let quick = script(dir.path(), "quick.py", "print('done')\n");
+    let i = input(Method::PySpyRecord, command(&[&py, &quick]));
+    let e = execute(&i, &place(&dir.path().join("quick")))
+        .await
+        .unwrap();
+    let error = e.error.as_deref().unwrap_or_default();
+    assert_eq!(e.status, RunStatus::Failed, "{e:?}");
+    assert!(
+        error.contains("the target ended") && !error.contains("exited with status"),
+        "expected the target's quick end as the reason, came {error:?}"
+    );
 }
 
 #[tokio::test]
@@ -143,7 +157,7 @@ async fn cprofile_counts_every_call_and_ranks_by_own_time() {
     .await
     .unwrap();
     assert_eq!(e.status, RunStatus::Completed, "{e:?}");
-    assert_eq!(e.argv[1..5], ["-u", "-m", "cProfile", "-o"]);
+    assert_eq!(e.argv[1..4], ["-u", "-c", "<cprofile runner>"]);
     let c = e.metrics.calls.as_ref().unwrap();
     let top = &c.by_tottime[0];
     assert_eq!(top.function, "hot", "{:?}", &c.by_tottime[..3]);
@@ -158,6 +172,39 @@ async fn cprofile_counts_every_call_and_ranks_by_own_time() {
     .await
     .unwrap_err();
     assert!(err.to_string().contains("must start with the interpreter"));
+
+    // A target that exits with an error is a failed run with its words (`python -m cProfile`
+    // exits 0 and drops them), and what it ran until then is still counted.
+    let broken = script(
+        dir.path(),
+        "broken.py",
+        "def setup():\n    return None\n\nsetup()\nraise SystemExit('broken.py cannot start: no config given')\n",
+    );
+    let e = execute(
+        &input(Method::Cprofile, command(&[&py, &broken])),
+        &place(&dir.path().join("broken")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (e.status, e.exit_code),
+        (RunStatus::Failed, Some(1)),
+        "{e:?}"
+    );
+    assert!(
+        e.error
+            .as_deref()
+            .is_some_and(|m| m.contains("no config given")),
+        "expected the target's words, came {:?}",
+        e.error
+    );
+    let c = e.metrics.calls.as_ref().expect("the calls until the exit");
+    assert!(
+        c.by_tottime
+            .iter()
+            .any(|f| f.function == "setup" && f.calls == 1),
+        "{c:?}"
+    );
 }
 
 #[tokio::test]
@@ -532,7 +579,11 @@ async fn lightning_ddp_under_torchrun_matches_ddps_own_buckets() {
     assert_eq!(ranks.traces.len(), 2, "{ranks:?}");
     for t in &ranks.traces {
         let c = t.analysis.collectives.as_ref().expect("collectives");
-        let ar = c.ops.iter().find(|o| o.op == "all_reduce").expect("all_reduce");
+        let ar = c
+            .ops
+            .iter()
+            .find(|o| o.op == "all_reduce")
+            .expect("all_reduce");
         // Three active steps, one all-reduce per bucket each.
         assert_eq!(
             (ar.calls, ar.bytes_total),
@@ -548,6 +599,104 @@ async fn lightning_ddp_under_torchrun_matches_ddps_own_buckets() {
     }
     let balance = ranks.balance.as_ref().expect("balance");
     assert_eq!(balance.stragglers, vec![1], "{balance:?}");
+}
+
+/// Real code nobody here wrote, sharded: Lightning's demo transformer under PyTorch's FSDP2 on
+/// two CPU ranks (Lightning's own FSDP strategy refuses the CPU). A step's collectives are what
+/// FSDP's own parameters predict (each group all-gathered as shards, its gradients reduced
+/// whole), and each rank's step time agrees with the program's own log of its steps.
+#[tokio::test]
+async fn fsdp_under_torchrun_matches_fsdps_own_shards_and_step_log() {
+    let py = python();
+    if !module(&py, "torch") || !module(&py, "lightning") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let torchrun = std::path::Path::new(&py).with_file_name("torchrun");
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fsdp_cpu.py");
+    let mut i = input(
+        Method::TorchProfiler,
+        command(&[
+            torchrun.to_str().unwrap(),
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            example.to_str().unwrap(),
+        ]),
+    );
+    i.env.insert("STEPS".into(), "8".into());
+    i.options.record_shapes = Some(true);
+    i.options.schedule = Some(system_profile_model::run::TorchSchedule {
+        wait: 1,
+        warmup: 1,
+        active: 3,
+        repeat: 1,
+    });
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    let said = |prefix: &str| -> Vec<serde_json::Value> {
+        e.stdout_tail
+            .lines()
+            .filter_map(|l| l.strip_prefix(prefix))
+            .map(|j| serde_json::from_str(j).unwrap())
+            .collect()
+    };
+    let groups = said("fsdp groups: ")
+        .pop()
+        .unwrap_or_else(|| panic!("the program prints its groups: {}", e.stdout_tail));
+    let bytes = |g: &serde_json::Value, k: &str| g[k].as_u64().unwrap();
+    let layers = groups["layers"].as_array().unwrap();
+    let root = &groups["root"];
+    // Per step: the root's shards gathered once, each layer's twice; every group reduced once.
+    let gathered = bytes(root, "shard_bytes")
+        + 2 * layers.iter().map(|l| bytes(l, "shard_bytes")).sum::<u64>();
+    let reduced =
+        bytes(root, "full_bytes") + layers.iter().map(|l| bytes(l, "full_bytes")).sum::<u64>();
+    let (gathers, reductions) = (1 + 2 * layers.len() as u64, 1 + layers.len() as u64);
+    let ranks = e.metrics.ranks.as_ref().expect("one trace per rank");
+    assert_eq!(ranks.traces.len(), 2, "{ranks:?}");
+    let logs = said("step times: ");
+    for t in &ranks.traces {
+        let c = t.analysis.collectives.as_ref().expect("collectives");
+        let op = |name: &str| c.ops.iter().find(|o| o.op == name);
+        let ag = op("all_gather").expect("all_gather");
+        assert_eq!(
+            (ag.calls, ag.bytes_total),
+            (3 * gathers, 3 * gathered),
+            "three active steps of all-gathers, rank {:?}: {ag:?}",
+            t.analysis.rank
+        );
+        // gloo has no reduce-scatter of its own here: FSDP reduces gradients by all-reduce;
+        // a later PyTorch that reduce-scatters is held to the same count.
+        let red = op("all_reduce")
+            .or_else(|| op("reduce_scatter"))
+            .expect("a gradient reduction");
+        assert_eq!(red.calls, 3 * reductions, "{red:?}");
+        if red.op == "all_reduce" {
+            assert_eq!(red.bytes_total, 3 * reduced, "{red:?}");
+        }
+        // The step time we read from the trace is one of the program's own steps, averaged.
+        let ours_s = t.analysis.window.step_mean_us.expect("whole steps") / 1e6;
+        let rank = t.analysis.rank.expect("rank");
+        let log = logs
+            .iter()
+            .find(|l| l["rank"] == rank)
+            .unwrap_or_else(|| panic!("rank {rank} logs its steps: {}", e.stdout_tail));
+        let steps: Vec<f64> = log["step_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_f64().unwrap())
+            .collect();
+        let (lo, hi) = steps[1..]
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), s| (lo.min(*s), hi.max(*s)));
+        assert!(
+            ours_s >= lo * 0.95 && ours_s <= hi * 1.05,
+            "rank {rank}: mean step {ours_s:.4} s from the trace, the program's own steps {steps:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -631,7 +780,8 @@ async fn torch_profiler_traces_a_training_loop_on_its_schedule() {
         "{e:?}"
     );
 
-    // Inference (no backward): each outermost forward of a torch.nn.Module is a step.
+    // Inference (no backward): each outermost forward of a torch.nn.Module is a step, from
+    // the second (the first might be a training iteration's, before its optimizer step).
     let infer = script(
         dir.path(),
         "infer.py",
@@ -647,7 +797,7 @@ async fn torch_profiler_traces_a_training_loop_on_its_schedule() {
             .unwrap();
     assert_eq!(
         (state["step_by"].as_str(), state["steps"].as_u64()),
-        (Some("forward"), Some(6)),
+        (Some("forward"), Some(5)),
         "{state}"
     );
 

@@ -194,7 +194,7 @@ async fn perf_record_folds_native_stacks_into_hotspots_and_a_flame_graph() {
     }
     let dir = tempfile::tempdir().unwrap();
     let py = python();
-    let hot = script(dir.path(), "hot.py", HOT);
+    let hot = script(dir.path(), "hot.py", &hot_for_a_cpu_second());
     let e = execute(
         &input(Method::PerfRecord, command(&[&py, &hot])),
         &place(dir.path()),

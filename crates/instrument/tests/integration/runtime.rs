@@ -476,7 +476,7 @@ fn torch_duplicates_memory_transfers_and_cuda_events_on_the_cpu() {
     assert_eq!(timings(&cuda_recs, cuda_id).len(), 3);
 }
 
-const DDP: &str = r#"import os, socket, subprocess, sys
+const DDP_WORKER: &str = r#"import os, socket, subprocess, sys
 import torch
 import torch.distributed as dist
 
@@ -498,6 +498,11 @@ def worker(rank, world):
         assert float(t[0]) == 3.0, float(t[0])
     dist.destroy_process_group()
 
+"#;
+
+/// The end of both gloo programs: run `worker(rank, 2)` as rank argv[1], or, without one,
+/// start two ranks of this file on a free port and exit with the worse status.
+const TWO_RANKS_MAIN: &str = r#"
 
 if __name__ == "__main__":
     if len(sys.argv) > 1:
@@ -514,7 +519,8 @@ if __name__ == "__main__":
 
 #[test]
 fn collectives_on_gloo_over_two_local_processes() {
-    let root = Root::new(&[("ddp.py", DDP)]);
+    let program = format!("{DDP_WORKER}{TWO_RANKS_MAIN}");
+    let root = Root::new(&[("ddp.py", &program)]);
     if !module(&root.python, "torch") {
         return;
     }
@@ -623,7 +629,7 @@ fn collectives_on_gloo_over_two_local_processes() {
 
 /// DDP's gradient all-reduces run in its C++ reducer, not through `dist.all_reduce`: 9,352
 /// float32 parameters make one bucket of 37,408 bytes, all-reduced once per step.
-const DDP_MODEL: &str = r#"import os, socket, subprocess, sys
+const DDP_MODEL_WORKER: &str = r#"import os, socket, subprocess, sys
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -645,23 +651,12 @@ def worker(rank, world):
         train_step(model, opt)
     dist.destroy_process_group()
 
-
-if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        worker(int(sys.argv[1]), 2)
-        sys.exit(0)
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    procs = [subprocess.Popen([sys.executable, __file__, str(r)], env=env) for r in range(2)]
-    sys.exit(max(p.wait() for p in procs))
 "#;
 
 #[test]
 fn ddp_buckets_are_collectives_through_a_communication_hook() {
-    let root = Root::new(&[("ddp_model.py", DDP_MODEL)]);
+    let program = format!("{DDP_MODEL_WORKER}{TWO_RANKS_MAIN}");
+    let root = Root::new(&[("ddp_model.py", &program)]);
     if !module(&root.python, "torch") {
         return;
     }

@@ -2,6 +2,7 @@
 //! program's own accounting, a separate /usr/bin/time -v, and /proc after the run. One
 //! module per kind of method.
 
+mod distributed;
 mod gpu;
 mod python;
 mod supervise;

@@ -387,7 +387,10 @@ fn multi_process_sees_the_workers() {
         return;
     }
     let s = Scratch::new();
-    let (report, _) = s.profile(&["examples/multi_process.py", "8000000"]);
+    // Work for over a second of wall even on a fast machine: py-spy finds a pool's workers by
+    // polling the tree, and workers done in a fraction of a second are never seen (8,000,000
+    // ran in 0.3 s here, and under CPU hogs py-spy saw only the parent's start-up).
+    let (report, _) = s.profile(&["examples/multi_process.py", "48000000"]);
     // The workers' crunch() is where the time goes; py-spy follows them.
     let hot = hotspot_functions(&report);
     assert_eq!(hot.first().map(String::as_str), Some("crunch"), "{hot:?}");

@@ -222,16 +222,10 @@ struct Acc {
 /// which the profiler's stop cuts short. A step annotation that appears twice (a CPU op and a
 /// user annotation of the same step) counts once, the longer.
 fn step_times(steps: &[(f64, f64)]) -> (Option<f64>, Option<f64>) {
-    let mut by_start: BTreeMap<u64, f64> = BTreeMap::new();
-    for (ts, dur) in steps {
-        let d = by_start.entry(ts.to_bits()).or_insert(0.0);
-        *d = d.max(*dur);
-    }
-    let mut ordered: Vec<(f64, f64)> = by_start
-        .into_iter()
-        .map(|(ts, dur)| (f64::from_bits(ts), dur))
-        .collect();
-    ordered.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut ordered = steps.to_vec();
+    ordered.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+    // The longest of each start comes first: keep it.
+    ordered.dedup_by(|later, kept| later.0 == kept.0);
     ordered.pop();
     if ordered.is_empty() {
         return (None, None);

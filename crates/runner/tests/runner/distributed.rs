@@ -5,13 +5,18 @@ use super::*;
 use system_profile_model::run::RunStatus;
 use system_profile_runner::execute;
 
-/// torch_profiler on `torchrun --standalone --nproc_per_node 2 examples/<example>`.
-fn two_ranks_of(py: &str, example: &str) -> RunProfilerInput {
+/// torch_profiler on `torchrun --standalone --nproc_per_node 2 examples/<example>`, shapes
+/// recorded (gloo's annotations carry sizes only then), traced on `schedule` when given.
+fn two_ranks_of(
+    py: &str,
+    example: &str,
+    schedule: Option<system_profile_model::run::TorchSchedule>,
+) -> RunProfilerInput {
     let torchrun = Path::new(py).with_file_name("torchrun");
     let example = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples")
         .join(example);
-    input(
+    let mut i = input(
         Method::TorchProfiler,
         command(&[
             torchrun.to_str().unwrap(),
@@ -20,7 +25,10 @@ fn two_ranks_of(py: &str, example: &str) -> RunProfilerInput {
             "2",
             example.to_str().unwrap(),
         ]),
-    )
+    );
+    i.options.record_shapes = Some(true);
+    i.options.schedule = schedule;
+    i
 }
 
 /// Under torchrun, torch_profiler goes inside every rank (no code edited) and each rank's
@@ -33,10 +41,9 @@ async fn torch_profiler_goes_inside_every_rank_of_torchrun() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut i = two_ranks_of(&py, "ddp_gloo.py");
+    let mut i = two_ranks_of(&py, "ddp_gloo.py", None);
     i.env.insert("STEPS".into(), "20".into());
     i.env.insert("SLOW_RANK_S".into(), "0.02".into());
-    i.options.record_shapes = Some(true);
     let e = execute(&i, &place(dir.path())).await.unwrap();
     assert_eq!(e.status, RunStatus::Completed, "{e:?}");
     assert!(
@@ -75,17 +82,19 @@ async fn lightning_ddp_under_torchrun_matches_ddps_own_buckets() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut i = two_ranks_of(&py, "lightning_ddp.py");
+    let mut i = two_ranks_of(
+        &py,
+        "lightning_ddp.py",
+        Some(system_profile_model::run::TorchSchedule {
+            wait: 1,
+            warmup: 2,
+            active: 3,
+            repeat: 1,
+        }),
+    );
     i.env.insert("STEPS".into(), "10".into());
     // Far above what preemption on a busy machine makes of a rank's step.
     i.env.insert("SLOW_RANK_S".into(), "0.3".into());
-    i.options.record_shapes = Some(true);
-    i.options.schedule = Some(system_profile_model::run::TorchSchedule {
-        wait: 1,
-        warmup: 2,
-        active: 3,
-        repeat: 1,
-    });
     let e = execute(&i, &place(dir.path())).await.unwrap();
     assert_eq!(e.status, RunStatus::Completed, "{e:?}");
     let truth: serde_json::Value = serde_json::from_str(
@@ -144,15 +153,17 @@ async fn fsdp_under_torchrun_matches_fsdps_own_shards_and_step_log() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut i = two_ranks_of(&py, "fsdp_cpu.py");
+    let mut i = two_ranks_of(
+        &py,
+        "fsdp_cpu.py",
+        Some(system_profile_model::run::TorchSchedule {
+            wait: 1,
+            warmup: 1,
+            active: 3,
+            repeat: 1,
+        }),
+    );
     i.env.insert("STEPS".into(), "8".into());
-    i.options.record_shapes = Some(true);
-    i.options.schedule = Some(system_profile_model::run::TorchSchedule {
-        wait: 1,
-        warmup: 1,
-        active: 3,
-        repeat: 1,
-    });
     let e = execute(&i, &place(dir.path())).await.unwrap();
     assert_eq!(e.status, RunStatus::Completed, "{e:?}");
     let said = |prefix: &str| -> Vec<serde_json::Value> {

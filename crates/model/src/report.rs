@@ -73,6 +73,38 @@ pub struct RunRef {
     pub wall_s: Option<f64>,
 }
 
+/// One process of a distributed job as the /proc sampler saw it: a rank, or the launcher
+/// (agent) that started ranks, with the node it belongs to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RankProcessRow {
+    pub run_id: String,
+    pub sources: Vec<Source>,
+    /// `GROUP_RANK` of its ranks' environment: the node of the job it runs for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_rank: Option<u32>,
+    /// Absent for an agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u32>,
+    pub pid: u32,
+    /// `rank` or `agent`.
+    pub role: String,
+    /// When the sampler first saw it (Unix time), and for how many seconds: its part of the
+    /// run's window, which tells whether the nodes' figures cover the same time.
+    pub seen_from_unix_s: f64,
+    pub seen_s: f64,
+    pub cpu_user_s: f64,
+    pub cpu_sys_s: f64,
+    /// (user + sys) / seen: cores it kept busy.
+    pub cpu_utilization_cores: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_queue_s: Option<f64>,
+    pub rss_peak_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pss_peak_bytes: Option<u64>,
+}
+
 /// One run's CPU figures (`time -v`, `perf stat`, the /proc sampler).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CpuRow {
@@ -580,6 +612,9 @@ pub struct Report {
     pub logical_cpus: Option<u32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpu: Vec<CpuRow>,
+    /// The ranks of a distributed job and their launchers, by node, per sampler run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rank_processes: Vec<RankProcessRow>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub memory: Vec<MemoryRow>,
     /// Where the Python heap's bytes came from, the largest sites of each tracing run.

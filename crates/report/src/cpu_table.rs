@@ -135,13 +135,24 @@ pub fn coverage(run: &RunRecord) -> Coverage {
     if let Some(s) = &m.procfs {
         let n = s.processes.len() as u32;
         let others = n.saturating_sub(1);
+        // The ranks of one node of a distributed job: the row names it.
+        let mut nodes: Vec<u32> = s.processes.iter().filter_map(|p| p.node_rank).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let node = match nodes[..] {
+            [n] => format!("node {n}: "),
+            _ => String::new(),
+        };
         return Coverage {
             scope: CoverageScope::Tree,
             processes: Some(n),
             text: match others {
-                0 => format!("pid {} (every thread; no child seen){window}", s.root_pid),
+                0 => format!(
+                    "{node}pid {} (every thread; no child seen){window}",
+                    s.root_pid
+                ),
                 _ => format!(
-                    "pid {} and {others} descendant(s) seen (every thread){window}",
+                    "{node}pid {} and {others} descendant(s) seen (every thread){window}",
                     s.root_pid
                 ),
             },

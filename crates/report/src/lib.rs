@@ -13,6 +13,7 @@ mod fmt;
 mod interconnect;
 mod lines;
 mod markdown;
+mod rank_processes;
 pub mod rules;
 mod series;
 pub mod session;
@@ -254,6 +255,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
             }))
             .collect(),
         cpu: tables::cpu_rows(&session),
+        rank_processes: rank_processes::rank_process_rows(&session),
         memory: tables::memory_rows(&session, &series),
         allocation_sites: sites::allocation_sites(&config.root, &session),
         memory_marks: baseline::memory_marks(&session),

@@ -175,6 +175,7 @@ pub fn render(report: &Report) -> String {
         tr(lang, "Part A: results", "パート A: 結果")
     ));
     cpu(&mut md, report);
+    crate::rank_processes::render(&mut md, report);
     memory(&mut md, report);
     interconnect(&mut md, report);
     gpu(&mut md, report);

@@ -23,6 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use system_profile_model::metrics::{ProcessUsage, ProcfsSummary};
+use system_profile_model::target::RankProcess;
+use system_profile_parse::launcher::rank_of;
 
 /// How to sample.
 #[derive(Debug, Clone)]
@@ -78,6 +80,8 @@ struct Tracked {
     threads_last: u32,
     io_first: Option<(u64, u64)>,
     io_last: Option<(u64, u64)>,
+    /// Its place in a distributed job, from its environment (which never changes).
+    rank: Option<RankProcess>,
     exited: bool,
 }
 
@@ -267,6 +271,9 @@ fn track(pid: u32, now_s: f64, born_after_ticks: u64) -> Option<Tracked> {
         threads_last: snap.threads,
         io_first: None,
         io_last: None,
+        rank: std::fs::read(format!("/proc/{pid}/environ"))
+            .ok()
+            .and_then(|environ| rank_of(pid, Some(snap.ppid), &environ)),
         exited: false,
     })
 }
@@ -439,6 +446,9 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
                 read_bytes: io.map(|c| c.0),
                 write_bytes: io.map(|c| c.1),
                 exited: t.exited,
+                rank: t.rank.as_ref().and_then(|r| r.rank),
+                local_rank: t.rank.as_ref().and_then(|r| r.local_rank),
+                node_rank: t.rank.as_ref().and_then(|r| r.node_rank),
             }
         })
         .collect();

@@ -223,3 +223,42 @@ fn a_forked_tree_sharing_its_pages_has_a_pss_below_its_rss_sum() {
         s.rss_peak_bytes
     );
 }
+
+/// A launcher and the ranks it starts, as torchrun does: each rank's `RANK`, `LOCAL_RANK` and
+/// `GROUP_RANK` come from its environment; the launcher, which has none, is no rank.
+#[test]
+fn a_rank_is_known_by_its_environment() {
+    const LAUNCHER: &str = r#"
+import os, subprocess, sys
+ranks = []
+for local in range(2):
+    env = dict(os.environ, RANK=str(2 + local), LOCAL_RANK=str(local), GROUP_RANK="1")
+    ranks.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"], env=env))
+for r in ranks:
+    r.wait()
+"#;
+    let mut child = Command::new(python())
+        .args(["-c", LAUNCHER])
+        .env_remove("RANK")
+        .spawn()
+        .unwrap();
+    let sampler = Sampler::start(child.id(), SamplerConfig::default());
+    child.wait().unwrap();
+    let s = sampler.stop();
+    let mut seen: Vec<_> = s
+        .processes
+        .iter()
+        .map(|p| (p.pid == child.id(), p.rank, p.local_rank, p.node_rank))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            (false, Some(2), Some(0), Some(1)),
+            (false, Some(3), Some(1), Some(1)),
+            (true, None, None, None),
+        ],
+        "{:#?}",
+        s.processes
+    );
+}

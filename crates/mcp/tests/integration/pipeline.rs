@@ -664,3 +664,128 @@ fn keep_changes_leaves_the_instrumentation_for_revert_changes() {
     assert_eq!(std::fs::read(&file).unwrap(), before);
     assert_eq!(s.git(&["status", "--porcelain"]), "");
 }
+
+/// A torchrun agent started here, stopped on drop with SIGTERM, which it passes to its ranks.
+struct Agent(std::process::Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .collect()
+}
+
+/// Two torchrun agents of one job running here (`--nnodes 2 --node_rank 0|1`, one rank each:
+/// the two nodes of a job): `profile pid A B` samples both nodes side by side, and the report
+/// puts each rank under the node it was started on, with its agent.
+#[test]
+fn a_running_two_node_job_is_profiled_node_by_node() {
+    if !profilers_here() || !torch_here() {
+        return;
+    }
+    let s = Scratch::new();
+    let port = free_port().to_string();
+    let agents: Vec<Agent> = (0..2)
+        .map(|node| {
+            let child = Command::new(workspace_root().join(".venv/bin/torchrun"))
+                .args(["--nnodes", "2", "--nproc_per_node", "1"])
+                .args(["--node_rank", &node.to_string()])
+                .args(["--rdzv-backend", "static", "--rdzv-endpoint"])
+                .arg(format!("127.0.0.1:{port}"))
+                .args(["--max-restarts", "0", "examples/ddp_gloo.py"])
+                .env("STEPS", "100000000")
+                .current_dir(s.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            Agent(child)
+        })
+        .collect();
+    let pids: Vec<u32> = agents.iter().map(|a| a.0.id()).collect();
+    // Each agent has started its rank, however busy the machine.
+    assert!(
+        wait_until(Duration::from_secs(300), || pids
+            .iter()
+            .all(|p| children_of(*p).len() == 1)),
+        "the agents {pids:?} did not start their ranks within 300 s"
+    );
+    let ranks: Vec<u32> = pids.iter().map(|p| children_of(*p)[0]).collect();
+    let (report, _) = s.profile(&[
+        "--budget",
+        "20",
+        "pid",
+        &pids[0].to_string(),
+        &pids[1].to_string(),
+        "cpu",
+    ]);
+    let rows = report["rank_processes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no ranks table: {report:#}"));
+    let seen: Vec<(u64, Option<u64>, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["node_rank"].as_u64().unwrap(),
+                r["rank"].as_u64(),
+                r["pid"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Started with --node_rank N and one process per node: node N's rank is rank N.
+    assert_eq!(
+        seen,
+        [
+            (0, None, u64::from(pids[0])),
+            (0, Some(0), u64::from(ranks[0])),
+            (1, None, u64::from(pids[1])),
+            (1, Some(1), u64::from(ranks[1])),
+        ],
+        "{rows:#?}"
+    );
+    // Both nodes in one window, each from its own run.
+    let window = |r: &Value| {
+        let from = r["seen_from_unix_s"].as_f64().unwrap();
+        (from, from + r["seen_s"].as_f64().unwrap())
+    };
+    let (node0, node1) = (window(&rows[1]), window(&rows[3]));
+    let shared = node0.1.min(node1.1) - node0.0.max(node1.0);
+    assert!(
+        shared > 0.5 * (node0.1 - node0.0).min(node1.1 - node1.0),
+        "the nodes' windows barely overlap: {node0:?} {node1:?}"
+    );
+    assert_ne!(rows[1]["run_id"], rows[3]["run_id"], "{rows:#?}");
+    for r in [&rows[1], &rows[3]] {
+        let cpu_s = r["cpu_user_s"].as_f64().unwrap() + r["cpu_sys_s"].as_f64().unwrap();
+        assert!(cpu_s > 0.0, "a training rank used no CPU: {r:#}");
+    }
+    let covers: Vec<&str> = report["cpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["covers"]["text"].as_str())
+        .collect();
+    for (node, pid) in pids.iter().enumerate() {
+        let named = format!("node {node}: pid {pid} and 1 descendant");
+        assert!(covers.iter().any(|c| c.starts_with(&named)), "{covers:?}");
+    }
+    let md = std::fs::read_to_string(
+        s.path()
+            .join("profile_output")
+            .join(report["session"].as_str().unwrap())
+            .join("report.md"),
+    )
+    .unwrap();
+    assert!(
+        md.contains("#### Ranks by node") && md.contains("observed side by side"),
+        "{md}"
+    );
+}

@@ -23,6 +23,34 @@ pub(super) fn step_processes<'t>(ctx: &Context<'t>, step: &Step) -> Vec<&'t Proc
         .collect()
 }
 
+/// The processes an attached step starts from: those of the target that no other of its
+/// processes has as a child (their children come with them).
+pub(super) fn attach_roots<'t>(ctx: &Context<'t>) -> Vec<&'t ProcessInfo> {
+    let procs = &ctx.target.processes;
+    procs
+        .iter()
+        .filter(|p| {
+            !procs
+                .iter()
+                .any(|o| o.pid != p.pid && (o.pid == p.ppid || o.children.contains(&p.pid)))
+        })
+        .collect()
+}
+
+/// The node of a running job's agent (or rank) here, from its ranks' `GROUP_RANK`, when
+/// the job has more than one node.
+fn node_of(ctx: &Context, pid: u32) -> Option<u32> {
+    let l = ctx
+        .target
+        .launcher
+        .as_ref()
+        .filter(|l| l.agents.len() > 1)?;
+    l.ranks
+        .iter()
+        .find(|r| r.pid == pid || r.launcher_pid == Some(pid))
+        .and_then(|r| r.node_rank)
+}
+
 pub(super) fn label_of(p: &ProcessInfo) -> String {
     match &p.role {
         Some(r) => format!("pid {} ({r})", p.pid),
@@ -161,59 +189,81 @@ pub(super) fn draft_steps(
                 match choose(ctx, step, &modes) {
                     Ok((method, mode, refused)) => {
                         record_refusals(&refused, false);
-                        let (target, what) = match mode {
+                        let targets: Vec<(RunTarget, String)> = match mode {
                             TargetMode::Launch => {
                                 let command = ctx.target.command.clone().unwrap_or_default();
                                 let shown = short_command(&command);
-                                (
+                                vec![(
                                     RunTarget::Command {
                                         command,
                                         shell: false,
                                     },
                                     shown,
-                                )
+                                )]
                             }
-                            TargetMode::Attach => {
-                                let p = &ctx.target.processes[0];
-                                (
-                                    RunTarget::Pid { pid: p.pid },
-                                    format!("{} and its children", label_of(p)),
-                                )
-                            }
-                            TargetMode::Machine => (
+                            // Every process the target names with its children: two agents
+                            // of one job (its nodes here) or two services, each observed in
+                            // the same window, never the first alone.
+                            TargetMode::Attach => attach_roots(ctx)
+                                .into_iter()
+                                .take(MAX_PER_PROCESS)
+                                .map(|p| {
+                                    let node = node_of(ctx, p.pid)
+                                        .map(|n| format!("node {n}: "))
+                                        .unwrap_or_default();
+                                    (
+                                        RunTarget::Pid { pid: p.pid },
+                                        format!("{node}{} and its children", label_of(p)),
+                                    )
+                                })
+                                .collect(),
+                            TargetMode::Machine => vec![(
                                 RunTarget::System { system: true },
                                 "the machine".to_string(),
-                            ),
+                            )],
                         };
-                        let mut run = base_run(method, target);
-                        if method == Method::TorchProfiler
-                            && step.options.schedule.is_some()
-                            && run.options.schedule.is_none()
-                        {
-                            notes.push(format!(
-                                "{}: the program's source makes no torch optimizer (no `torch.optim` class, no `zero_grad`, no trainer library), and torch.profiler's schedule advances on optimizer steps: the whole run is traced instead of a few steps.",
-                                step.name
-                            ));
-                        }
-                        if mode == TargetMode::Launch {
-                            run.cwd = cwd.clone();
-                        } else {
-                            run.duration_s = Some(duration(step));
-                        }
                         if mode == TargetMode::Machine && ctx.launchable && step.alongside.is_none()
                         {
                             // Observing the machine only means something while the target runs.
                             continue;
                         }
-                        drafts.push(Draft::of(
-                            ctx,
-                            step,
-                            method,
-                            mode,
-                            title_of(method, &what),
-                            run,
-                            &refused,
-                        ));
+                        let several = targets.len() > 1;
+                        for (i, (target, what)) in targets.into_iter().enumerate() {
+                            let mut run = base_run(method, target);
+                            if method == Method::TorchProfiler
+                                && step.options.schedule.is_some()
+                                && run.options.schedule.is_none()
+                                && i == 0
+                            {
+                                notes.push(format!(
+                                    "{}: the program's source makes no torch optimizer (no `torch.optim` class, no `zero_grad`, no trainer library), and torch.profiler's schedule advances on optimizer steps: the whole run is traced instead of a few steps.",
+                                    step.name
+                                ));
+                            }
+                            if mode == TargetMode::Launch {
+                                run.cwd = cwd.clone();
+                            } else {
+                                run.duration_s = Some(duration(step));
+                            }
+                            if several {
+                                run.label = Some(format!("{label} — {what}"));
+                            }
+                            let mut d = Draft::of(
+                                ctx,
+                                step,
+                                method,
+                                mode,
+                                title_of(method, &what),
+                                run,
+                                &refused,
+                            );
+                            if i > 0 && d.alongside_step.is_none() {
+                                // The others run beside the first, in its window.
+                                d.alongside_step = Some(step.name.clone());
+                                d.run.background = true;
+                            }
+                            drafts.push(d);
+                        }
                     }
                     Err(refused) => record_refusals(&refused, true),
                 }

@@ -6,8 +6,10 @@ use crate::fixture::{options, real_python};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use system_profile_model::target::{Target, TargetKind};
+use system_profile_model::run::{Method, RunTarget};
+use system_profile_model::target::{Focus, Target, TargetKind};
 use system_profile_plan::identify::identify;
+use system_profile_plan::planner::{plan, PlanOptions};
 use system_profile_plan::Recipes;
 
 /// A DDP script that starts its process group and waits: a rank that stays up while the
@@ -203,5 +205,55 @@ async fn two_torchrun_agents_here_are_the_two_nodes_of_one_job() {
             .any(|e| e.contains("one per node here") && e.contains("on nodes 0, 1")),
         "{:?}",
         t.evidence
+    );
+    // The plan observes both nodes, side by side: each attached step once per agent, the
+    // second in the first's window, never node 0 alone.
+    let detect = crate::fixture::real_detect().await;
+    let p = plan(
+        &t,
+        &detect,
+        Recipes::builtin(),
+        &PlanOptions {
+            focus: vec![Focus::Cpu],
+            time_budget_s: None,
+            root: dir.clone(),
+            program_exists: |_| true,
+            lang: Default::default(),
+        },
+    );
+    let sampled: Vec<(u32, String, Option<String>, bool)> = p
+        .steps
+        .iter()
+        .filter(|s| s.method == Method::ProcfsSampler)
+        .map(|s| {
+            let RunTarget::Pid { pid } = s.run_profiler.target else {
+                panic!("the sampler attaches: {s:#?}")
+            };
+            (
+                pid,
+                s.title.clone(),
+                s.alongside.clone(),
+                s.run_profiler.background,
+            )
+        })
+        .collect();
+    assert_eq!(sampled.len(), 2, "one sampler per agent: {sampled:#?}");
+    let (first, second) = (&sampled[0], &sampled[1]);
+    assert_eq!(
+        [first.0, second.0],
+        [agents.0[0], agents.0[1]],
+        "{sampled:#?}"
+    );
+    assert!(first.1.contains("node 0: pid"), "{sampled:#?}");
+    assert!(second.1.contains("node 1: pid"), "{sampled:#?}");
+    let first_id = p
+        .steps
+        .iter()
+        .find(|s| s.title == first.1)
+        .map(|s| s.id.clone());
+    assert_eq!(
+        (second.2.clone(), second.3, first.3),
+        (first_id, true, false),
+        "node 1 beside node 0: {sampled:#?}"
     );
 }

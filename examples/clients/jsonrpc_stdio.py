@@ -46,7 +46,7 @@ def main():
     found = server.call("identify_target", {"arguments": target})
     if found["needs_clarification"]:
         raise SystemExit("\n".join(found["questions"]))
-    plan = server.call("plan_profile", {"target": found})
+    plan = server.call("plan_profile", {"target_id": found["target_id"]})
     for step in plan["steps"]:
         run = server.call("run_profiler", step["run_profiler"])
         # A method that measured nothing (not installed, or the program ended before py-spy

@@ -28,7 +28,7 @@ async def main(target: str) -> None:
         if found["needs_clarification"]:
             raise SystemExit("\n".join(found["questions"]))
         await call("detect_tools", {})
-        plan = await call("plan_profile", {"target": found})
+        plan = await call("plan_profile", {"target_id": found["target_id"]})
         for s in plan["instrumentation"]:
             change = s.get("instrument_file")
             if change:

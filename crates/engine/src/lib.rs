@@ -120,6 +120,9 @@ pub struct Engine {
     detect_cache: tokio::sync::Mutex<HashMap<String, Arc<DetectReport>>>,
     /// One ledger operation at a time in this server.
     ledger_lock: tokio::sync::Mutex<()>,
+    /// Every target identified in this session, by `target_id`, so that a client passes
+    /// the id on instead of the whole object.
+    targets: std::sync::Mutex<Vec<Target>>,
 }
 
 fn instrument_error(e: system_profile_instrument::InstrumentError) -> EngineError {
@@ -159,6 +162,7 @@ impl Engine {
             config,
             detect_cache: tokio::sync::Mutex::new(HashMap::new()),
             ledger_lock: tokio::sync::Mutex::new(()),
+            targets: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -271,7 +275,26 @@ impl Engine {
             default_python: self.config.default_python.clone(),
             helper_timeout: Duration::from_secs(15),
         };
-        Ok(identify(&input.arguments, &opts, Recipes::builtin()).await)
+        let mut target = identify(&input.arguments, &opts, Recipes::builtin()).await;
+        let mut kept = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+        target.target_id = Some(format!("t{}", kept.len() + 1));
+        kept.push(target.clone());
+        Ok(target)
+    }
+
+    /// A target this session identified, by its id.
+    fn target_by_id(&self, id: &str) -> Result<Target, EngineError> {
+        let kept = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+        kept.iter()
+            .find(|t| t.target_id.as_deref() == Some(id.trim()))
+            .cloned()
+            .ok_or_else(|| EngineError::InvalidInput {
+                field: "target_id",
+                message: format!(
+                    "no target `{id}` in this session ({} identified); call identify_target, or pass `target`",
+                    kept.len()
+                ),
+            })
     }
 
     /// Step 2: an ordered plan for a target (identified first when given as raw arguments),
@@ -291,8 +314,24 @@ impl Engine {
         }
         let python = self.python_arg(input.python.as_deref())?;
         let mut stale = None;
+        let spec = match (input.target_id.as_deref(), input.target) {
+            (Some(id), None) => TargetSpec::Identified(Box::new(self.target_by_id(id)?)),
+            (None, Some(spec)) => spec,
+            (Some(_), Some(_)) => {
+                return Err(EngineError::InvalidInput {
+                    field: "target",
+                    message: "give `target_id` or `target`, not both".into(),
+                })
+            }
+            (None, None) => {
+                return Err(EngineError::InvalidInput {
+                    field: "target_id",
+                    message: "give the `target_id` identify_target returned (or `target`: the raw arguments or the whole target)".into(),
+                })
+            }
+        };
         let target =
-            match input.target {
+            match spec {
                 TargetSpec::Arguments(arguments) => {
                     self.identify_target(IdentifyTargetInput {
                         arguments,
@@ -886,7 +925,8 @@ mod tests {
         let plan = engine
             .plan_profile(
                 PlanProfileInput {
-                    target: TargetSpec::Identified(Box::new(target)),
+                    target_id: None,
+                    target: Some(TargetSpec::Identified(Box::new(target))),
                     focus: Vec::new(),
                     time_budget_s: None,
                     cwd: None,

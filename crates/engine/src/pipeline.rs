@@ -181,7 +181,8 @@ impl Engine {
         let plan = self
             .plan_profile(
                 PlanProfileInput {
-                    target: TargetSpec::Identified(Box::new(target.clone())),
+                    target_id: None,
+                    target: Some(TargetSpec::Identified(Box::new(target.clone()))),
                     focus: Vec::new(),
                     time_budget_s: config.budget_s,
                     cwd: None,

@@ -19,7 +19,7 @@ use system_profile_model::report::{
     CompareInput, CompareOutput, Report, SummarizeInput, SummarizeOutput,
 };
 use system_profile_model::run::{
-    CancelRunInput, GetRunInput, ListRunsInput, RunList, RunProfilerInput, RunRecord,
+    CancelRunInput, GetRunInput, ListRunsInput, RunBrief, RunIndex, RunProfilerInput, RunRecord,
 };
 use system_profile_model::target::{IdentifyTargetInput, Target};
 use system_profile_model::trace::{AnalyzeTraceInput, TraceReport};
@@ -48,6 +48,9 @@ pub struct ToolDef {
     call: CallFn,
     /// The text content of a result (default: the JSON itself).
     text: fn(&Value) -> String,
+    /// `$defs` of the input that another tool's result fills whole (a `Target`): `tools/list`
+    /// shows them as a plain object with this line, not their every field.
+    opaque_inputs: &'static [(&'static str, &'static str)],
 }
 
 impl ToolDef {
@@ -74,14 +77,14 @@ impl ToolDef {
         (self.text)(result)
     }
 
-    /// The tool as `tools/list` describes it.
+    /// The tool as `tools/list` describes it: schemas sized for a model (see `lean`).
     pub fn describe(&self) -> Value {
         json!({
             "name": self.name,
             "title": self.title,
             "description": self.description,
-            "inputSchema": self.input_schema(),
-            "outputSchema": self.output_schema(),
+            "inputSchema": crate::lean::input(&self.input_schema(), self.opaque_inputs),
+            "outputSchema": crate::lean::output(&self.output_schema()),
             "annotations": {
                 "title": self.title,
                 "readOnlyHint": self.annotations.read_only,
@@ -273,13 +276,13 @@ tool_call!(get_run_call, GetRunInput, |engine, input, progress| engine
     .await?);
 
 tool_call!(list_runs_call, ListRunsInput, |engine, input, progress| {
-    engine.list_runs(input)
+    RunIndex::from(&engine.list_runs(input))
 });
 
 tool_call!(
     cancel_run_call,
     CancelRunInput,
-    |engine, input, progress| engine.cancel_run(input)?
+    |engine, input, progress| RunBrief::from(&engine.cancel_run(input)?)
 );
 
 tool_call!(
@@ -315,19 +318,21 @@ tool_call!(compare_call, CompareInput, |engine, input, progress| engine
     .await?);
 
 fn json_text(result: &Value) -> String {
-    result.to_string()
+    crate::brief::json_brief(result)
 }
 
 /// A report's text: its Markdown, or with `format: json` the report (or the deltas) as JSON.
 fn report_text(result: &Value) -> String {
     if result["format"] == "json" {
         let data = result.get("report").unwrap_or(&result["deltas"]);
-        return data.to_string();
+        return crate::brief::json_brief(data);
     }
-    result["markdown"]
-        .as_str()
-        .map(str::to_string)
-        .unwrap_or_else(|| result.to_string())
+    match result["markdown"].as_str() {
+        Some(md) => {
+            crate::brief::markdown_brief(md, result["markdown_path"].as_str().unwrap_or(""))
+        }
+        None => crate::brief::json_brief(result),
+    }
 }
 
 const READ_ONLY: Annotations = Annotations {
@@ -341,16 +346,7 @@ static TOOLS: [ToolDef; 13] = [
     ToolDef {
         name: "identify_target",
         title: "Identify the profiling target",
-        description:
-            "Step 1 of /system-profile: turn what the user typed after the command (English or \
-        Japanese, possibly mixed with focus words such as gpu, memory, interconnect, メモリ, 通信) \
-        into a resolved target: a Python script (interpreter and argv), a module, a command, a \
-        running PID (cmdline, user, children, Python version), a service name (matching \
-        processes), a function or line range (file and lines from the syntax tree), a framework \
-        or whole system (vLLM serving, torch training/DDP, autogen, SGLang, Ray, Triton: its \
-        running components and entry points), or focus only. Empty, unknown or ambiguous input \
-        gives needs_clarification: true with concrete questions to ask the user; nothing is \
-        guessed.",
+        description: "Step 1: what the user typed after /system-profile (a script, `pid N`, a service, a framework, torchrun …, focus words) as a target with a `target_id`. Unclear input: needs_clarification and questions.",
         annotations: Annotations {
             read_only: true,
             destructive: false,
@@ -361,16 +357,12 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<Target>,
         call: identify_target_call,
         text: json_text,
+        opaque_inputs: &[],
     },
     ToolDef {
         name: "detect_tools",
         title: "Detect profilers, hardware and permissions",
-        description: "Which profilers are installed and usable here (checked, not assumed: perf's \
-        counters and perf_event_paranoid, ptrace for py-spy and strace, Python modules imported \
-        by the target's interpreter), with version, path, the reason when unusable and the \
-        install or permission hint; the CPU, NUMA nodes and memory; NVIDIA GPUs through NVML with \
-        their NVLink/PCIe topology; container and cgroup limits; the Python environment (torch, \
-        CUDA, NCCL). Cached per interpreter for the session; pass refresh: true to probe again.",
+        description: "Which profilers, GPUs and permissions are usable here for the target's interpreter, or why not and the fix. Cached (refresh: true probes again).",
         annotations: Annotations {
             read_only: true,
             destructive: false,
@@ -381,21 +373,12 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<DetectReport>,
         call: detect_tools_call,
         text: json_text,
+        opaque_inputs: &[],
     },
     ToolDef {
         name: "plan_profile",
         title: "Plan the profile",
-        description:
-            "Step 2 of /system-profile: for a target (the output of identify_target, or the raw \
-        arguments) and a focus, an ordered plan from the matching recipe (vLLM serving, torch \
-        training, DDP, autogen, SGLang, Ray, Triton, Python program or service, native command, \
-        whole system) and the tools detect_tools finds usable for the target's interpreter. \
-        Each step gives the method, why it fits, expected overhead, artifacts and metrics, and \
-        the exact run_profiler arguments; skipped methods come with the reason and the fix \
-        (install line, permission); coverage says which metric families are measured and which \
-        cannot be; instrumentation suggests instrument_file calls where profilers cannot see \
-        (CPU-GPU transfers, NCCL collectives, CUDA kernel time, a block's time). \
-        time_budget_s shortens windows and drops what does not fit.",
+        description: "Step 2: the plan for a target (`target_id`, or the raw arguments) and focus: per step the method, why, overhead and the exact run_profiler arguments; skipped methods with their fix; instrument_file suggestions.",
         annotations: Annotations {
             read_only: true,
             destructive: false,
@@ -406,29 +389,12 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<Plan>,
         call: plan_profile_call,
         text: json_text,
+        opaque_inputs: &[("Target", "the whole target as identify_target returned it (target_id is shorter)")],
     },
     ToolDef {
         name: "run_profiler",
         title: "Run a profiler",
-        description: "Step 5 of /system-profile: run one method against a command (argv, never a \
-            shell unless shell: true) or a running PID, supervised in its own process group \
-            (timeout_s kills the whole group), with stdout, stderr and every artifact under \
-            profile_output/<session>/<run_id>/ and typed metrics parsed from them. Built today: \
-            time_v (wall, user, sys, CPU%, max RSS, faults, context switches), measure (time -v \
-            with the /proc sampler: per-process CPU, RSS timeline, context switches, I/O), \
-            procfs_sampler (a command, or a PID for duration_s), strace_c and perf_stat (a \
-            command, or a PID for duration_s), py_spy_record (hotspots by self and total time \
-            with file:line, a flame graph SVG; a command or a PID), py_spy_dump (every thread's \
-            stack), cprofile (calls, own and cumulative time per function), perf_record \
-            (native stacks folded into hotspots and a flame graph), line_profiler (per-line hits \
-            and time of options.function), tracemalloc (peak and exit bytes, the sites live \
-            at the peak and at exit, a timeline), memray (peak, top allocation sites by size \
-            and count, allocator distribution, a flame graph HTML), vmstat, iostat, \
-            mpstat (the machine, {\"system\": true}) and pidstat (a PID or all processes) over \
-            duration_s, custom (any command). The exact arguments come \
-            from plan_profile. background: true returns the run_id at once (get_run, list_runs, \
-            cancel_run); a foreground run reports progress. A target that crashes still yields \
-            what was measured, with status failed.",
+        description: "Step 5: run one method on a command or a PID, with the arguments plan_profile gave; artifacts under profile_output/<session>/<run_id>/. Returns status, figures, warnings. background: true returns the run_id at once.",
         annotations: Annotations {
             read_only: false,
             destructive: false,
@@ -439,35 +405,34 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<RunRecord>,
         call: run_profiler_call,
         text: json_text,
+        opaque_inputs: &[],
     },
     ToolDef {
         name: "get_run",
         title: "Get a run",
-        description: "A run of this session by run_id: status (running, completed, failed, \
-            timed_out, cancelled), exit, wall time, artifacts, metrics, output tails, warnings. \
-            wait_s waits up to that long for a running run to end.",
+        description: "A run by run_id: status, figures, artifacts, warnings. wait_s waits for it to end.",
         annotations: READ_ONLY,
         input_schema: schema_of::<GetRunInput>,
         output_schema: schema_of::<RunRecord>,
         call: get_run_call,
         text: json_text,
+        opaque_inputs: &[],
     },
     ToolDef {
         name: "list_runs",
         title: "List runs",
-        description: "Every run of this session, in start order, optionally only those in one \
-            status; the same list as profile_output/<session>/manifest.json.",
+        description: "The session's runs in start order (optionally one status), one line each.",
         annotations: READ_ONLY,
         input_schema: schema_of::<ListRunsInput>,
-        output_schema: schema_of::<RunList>,
+        output_schema: schema_of::<RunIndex>,
         call: list_runs_call,
         text: json_text,
+        opaque_inputs: &[],
     },
     ToolDef {
         name: "cancel_run",
         title: "Cancel a run",
-        description: "Stop a running run: its whole process group is killed and its record says \
-            cancelled. A run that already ended is returned unchanged.",
+        description: "Stop a run: its whole process group is killed; returns the run in brief (status cancelled).",
         annotations: Annotations {
             read_only: false,
             destructive: true,
@@ -475,42 +440,26 @@ static TOOLS: [ToolDef; 13] = [
             open_world: false,
         },
         input_schema: schema_of::<CancelRunInput>,
-        output_schema: schema_of::<RunRecord>,
+        output_schema: schema_of::<RunBrief>,
         call: cancel_run_call,
         text: json_text,
+        opaque_inputs: &[],
     },
     ToolDef {
         name: "analyze_trace",
         title: "Analyse PyTorch profiler traces",
-        description: "One or more Kineto traces (.json or .json.gz: torch.profiler's, vLLM's, \
-            one per rank for a distributed job), streamed: per GPU busy and idle time; kernel \
-            time by kernel and by category (gemm, attention, convolution, normalization, \
-            elementwise, reduction, nccl); copies by direction (HtoD, DtoH, DtoD, PtoP) with \
-            bytes, sizes and effective bandwidth; kernel launch cost, launch-to-start delay and \
-            the share of kernels under 10 us; NCCL time and how much of it overlaps compute; \
-            with several ranks, their balance and the stragglers.",
+        description: "Kineto traces (torch.profiler, vLLM; one per rank): GPU busy/idle, kernels, copies, launch overhead, collectives and overlap, rank balance and stragglers.",
         annotations: READ_ONLY,
         input_schema: schema_of::<AnalyzeTraceInput>,
         output_schema: schema_of::<TraceReport>,
         call: analyze_trace_call,
         text: json_text,
+        opaque_inputs: &[],
     },
     ToolDef {
         name: "instrument_file",
         title: "Insert measurement code",
-        description: "Step 4: measure what profilers cannot see (a block's wall and CPU time, \
-            CUDA kernel time by events, CPU<->GPU transfers, GPU memory at marked points, tensors \
-            held on CPU and GPU at once, torch.distributed collectives) by inserting code into a \
-            Python file under the root. Strategies, most preferred first: runner (a script under \
-            profile_output/instrument/ wraps the named functions at import time; the file is \
-            untouched), decorator (one marked line above each def), context (a marked `with` \
-            around a line range, re-indented), inline (marked start/stop lines, or a custom \
-            snippet). Functions and blocks are found on the file's syntax tree by the target's \
-            interpreter, the result must compile before anything is kept, and every added line \
-            ends in `# [PROFILE] <change id>`. sample_every / sample_rate keep hot paths cheap. \
-            Each change is written to profile_output/ledger.json before the file, with a backup, \
-            and can be undone exactly with revert_changes. dry_run shows the diff only. \
-            Measurements go to profile_output/instrument/measure.jsonl.",
+        description: "Step 4: measure what profilers cannot see (a block's time, CUDA time, CPU-GPU transfers, GPU memory, duplicated tensors, collectives) with marked code in a Python file (runner: file untouched). Ledgered; revert_changes undoes it.",
         annotations: Annotations {
             read_only: false,
             destructive: false,
@@ -521,28 +470,23 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<InstrumentResult>,
         call: instrument_file_call,
         text: json_text,
+        opaque_inputs: &[],
     },
     ToolDef {
         name: "list_changes",
         title: "List instrumentation changes",
-        description: "The change ledger as Part B of the report: every file created or \
-            modified for the profile (File | Change type | What was added or changed | Lines), \
-            as rows and as a Markdown table, and the files edited by someone else since.",
+        description: "The change ledger (Part B): every file created or modified for the profile.",
         annotations: READ_ONLY,
         input_schema: schema_of::<ListChangesInput>,
         output_schema: schema_of::<ChangeList>,
         call: list_changes_call,
         text: json_text,
+        opaque_inputs: &[],
     },
     ToolDef {
         name: "revert_changes",
         title: "Undo instrumentation changes",
-        description: "Undo changes from the ledger (all: true, or ids), newest first: each \
-            modified file gets its original bytes back (verified by SHA-256, permissions kept), \
-            each created file is deleted. A file edited by someone else since is undone \
-            three-way when that merges cleanly and compiles (their edits kept); otherwise it is \
-            reported as a conflict with the foreign diff and left alone, unless force (the \
-            edited bytes are kept under profile_output/.backup/).",
+        description: "Undo ledger changes (all: true, or ids), verified byte for byte; a file edited since is merged three-way or reported as a conflict.",
         annotations: Annotations {
             read_only: false,
             destructive: true,
@@ -553,27 +497,12 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<RevertResult>,
         call: revert_changes_call,
         text: json_text,
+        opaque_inputs: &[],
     },
     ToolDef {
         name: "summarize",
         title: "Write the profile report",
-        description: "Step 6: the session's report (default: this server's session; or \
-            `session` and `runs`), in English or Japanese (`lang`: en, ja). Part A, each table \
-            only where its data exists and each row citing its run and artifact: CPU overhead \
-            (wall, user, sys, utilisation in cores and of the machine, voluntary and \
-            involuntary context switches and per second, page faults, migrations, IPC), memory \
-            (RSS peak and at end, heap peak, GPU allocated/reserved/peak per device, the \
-            duplication column: bytes held on CPU and GPU at once, per-device balance), \
-            interconnect (per transfer type and NCCL op: count, size p50/p95, total, latency, \
-            bandwidth, link NVLink or PCIe and its share of peak, comm/compute ratio), GPU \
-            compute (SM utilisation, kernels, launch overhead, bandwidth against peak), hotspots \
-            merged across py-spy, cProfile, perf, line_profiler and Kineto with the tools that \
-            agree and links to flame graphs; SVG charts of CPU, RSS, GPU utilisation and memory, \
-            PCIe/NVLink throughput; recommendations ranked by estimated impact, each with its \
-            evidence, gain (time or memory, share of wall) and confidence. Part B: every \
-            instrumentation change from the ledger and the offer to revert them all. Writes \
-            profile_output/<session>/report.md and report.json; the text content is the \
-            Markdown (or the JSON with format: json).",
+        description: "Step 6: the session's report (en or ja): CPU, memory, interconnect, GPU and hotspot tables citing runs, recommendations by impact, Part B (the change log). Writes report.md and report.json.",
         annotations: Annotations {
             read_only: false,
             destructive: false,
@@ -584,18 +513,12 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<SummarizeOutput>,
         call: summarize_call,
         text: report_text,
+        opaque_inputs: &[],
     },
     ToolDef {
         name: "compare",
         title: "Compare two profiles",
-        description: "Before and after a fix: two sessions (or chosen runs of each), runs \
-            matched by method and target, every shared figure side by side (wall and CPU \
-            time, context switches, RSS and heap peaks, hotspot shares, GPU idle and kernel \
-            time, copy time) with its delta, and for each delta whether it is larger than the \
-            run-to-run noise of the repeats (pooled standard deviation; a delta counts when it \
-            exceeds twice the standard error of the difference). With one run a side the \
-            verdict is unknown: repeat the runs. Writes compare-<before>-vs-<after>.md and \
-            .json in the after session's folder.",
+        description: "Before and after a fix: two sessions' figures side by side, each delta judged against run-to-run noise.",
         annotations: Annotations {
             read_only: false,
             destructive: false,
@@ -606,6 +529,7 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<CompareOutput>,
         call: compare_call,
         text: report_text,
+        opaque_inputs: &[],
     },
 ];
 

@@ -22,7 +22,12 @@ pub enum TargetSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanProfileInput {
-    pub target: TargetSpec,
+    /// The `target_id` identify_target returned (this server's session keeps the target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_id: Option<String>,
+    /// Or the target itself: the raw arguments, or identify_target's whole output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetSpec>,
     /// Focus areas; default: the target's own, else what suits its kind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub focus: Vec<Focus>,

@@ -744,6 +744,66 @@ pub struct RunList {
     pub runs: Vec<RunRecord>,
 }
 
+/// The runs of a session as `list_runs` gives them: one brief line each; `get_run` has a
+/// run's whole record, `manifest.json` every record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunIndex {
+    pub session: String,
+    /// The session's folder, relative to the server's root.
+    pub dir: String,
+    pub runs: Vec<RunBrief>,
+}
+
+/// One run in brief: which it is, on what, and how it went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunBrief {
+    pub run_id: String,
+    pub profiler: Method,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub status: RunStatus,
+    pub target: RunTarget,
+    pub started_at_unix_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The run's folder, relative to the server's root.
+    pub dir: String,
+    /// Warnings its record holds.
+    pub warnings: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl From<&RunRecord> for RunBrief {
+    fn from(r: &RunRecord) -> Self {
+        RunBrief {
+            run_id: r.run_id.clone(),
+            profiler: r.profiler,
+            label: r.label.clone(),
+            status: r.status,
+            target: r.target.clone(),
+            started_at_unix_s: r.started_at_unix_s,
+            wall_s: r.wall_s,
+            exit_code: r.exit_code,
+            dir: r.dir.clone(),
+            warnings: r.warnings.len() as u32,
+            error: r.error.clone(),
+        }
+    }
+}
+
+impl From<&RunList> for RunIndex {
+    fn from(l: &RunList) -> Self {
+        RunIndex {
+            session: l.session.clone(),
+            dir: l.dir.clone(),
+            runs: l.runs.iter().map(RunBrief::from).collect(),
+        }
+    }
+}
+
 /// Input of `cancel_run`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -352,6 +352,10 @@ pub struct FrameworkMatch {
 /// Output of `identify_target`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Target {
+    /// What `plan_profile` takes instead of the whole target (`t1`, `t2`, ...): the server
+    /// keeps every target it identified for its session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_id: Option<String>,
     /// The arguments as given.
     pub arguments: String,
     pub kind: TargetKind,

@@ -71,7 +71,7 @@ fn assert_detect_through_sdk(r: &Value) {
     assert_eq!(t["needs_clarification"], false);
     let p = &r["plan"];
     assert_eq!(p["is_error"], false, "{p}");
-    assert_eq!(p["text_equals_structured"], true);
+    assert_eq!(p["text_is_result_or_brief"], true, "{p}");
     assert_eq!(p["recipe"], "python_program");
     let methods: Vec<&str> = p["methods"]
         .as_array()
@@ -128,7 +128,7 @@ fn assert_detect_through_sdk(r: &Value) {
             [serde_json::json!("--n"), serde_json::json!("3")]
         );
     }
-    assert_eq!(r["text_equals_structured"], true);
+    assert_eq!(r["text_is_result_or_brief"], true);
     let ids: Vec<&str> = r["tool_ids"]
         .as_array()
         .unwrap()

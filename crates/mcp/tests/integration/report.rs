@@ -128,7 +128,19 @@ fn summarize_and_compare_over_stdio_on_real_runs() {
         text.starts_with(&format!("# Profile report: {session_before}")),
         "{text}"
     );
-    assert_eq!(text, out["markdown"]);
+    // The text is the report, or, over its budget, the report without what the file keeps
+    // (charts, the largest tables), never without its conclusions.
+    let markdown = out["markdown"].as_str().unwrap();
+    if text != markdown {
+        assert!(text.len() <= 8 * 1024, "{} bytes of text", text.len());
+        for kept in ["## Summary", "Recommendations", "## Part B"] {
+            assert!(text.contains(kept), "`{kept}` is not in the text: {text}");
+        }
+        assert!(
+            text.contains(&format!("`profile_output/{session_before}/report.md`")),
+            "{text}"
+        );
+    }
     let report = &out["report"];
     assert_eq!(
         report["cpu"].as_array().unwrap().len(),
@@ -179,7 +191,7 @@ fn summarize_and_compare_over_stdio_on_real_runs() {
         .is_file());
     let md =
         std::fs::read_to_string(root.path().join(out["markdown_path"].as_str().unwrap())).unwrap();
-    assert_eq!(md, text);
+    assert!(md == markdown, "report.md is not the returned Markdown");
     let charts = report["charts"].as_array().unwrap();
     assert!(charts.iter().any(|c| c["kind"] == "cpu"), "{charts:?}");
     for c in charts {
@@ -196,7 +208,11 @@ fn summarize_and_compare_over_stdio_on_real_runs() {
     let text = r["result"]["content"][0]["text"].as_str().unwrap();
     let as_json: Value = serde_json::from_str(text).unwrap();
     assert_eq!(as_json["lang"], "ja");
-    assert_eq!(&as_json, &ok(&r)["report"]);
+    // The whole report, or a brief of it that says so.
+    assert!(
+        &as_json == &ok(&r)["report"] || as_json["_brief"].is_string(),
+        "{text}"
+    );
     ok(&call(&mut s, 10, "revert_changes", json!({"all": true})));
     s.close_stdin();
     s.wait(Duration::from_secs(10));

@@ -104,6 +104,32 @@ fn tools_list_is_deterministic_and_complete() {
     assert_eq!(r["error"]["code"], -32602);
 }
 
+/// What a model reads before its first call (each tool's name, description and input schema)
+/// fits 12 KiB for all tools together, and no description reaches the 2 KB a client cuts at
+/// (BENCHMARKS.md, "Tool definitions").
+#[test]
+fn tool_definitions_fit_a_models_context() {
+    let mut s = Server::spawn(&[]);
+    let r = s.ask(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    let tools = r["result"]["tools"].as_array().unwrap();
+    let mut read_bytes = 0;
+    for t in tools {
+        let read = json!({"name": t["name"], "description": t["description"], "inputSchema": t["inputSchema"]});
+        read_bytes += read.to_string().len();
+        let d = t["description"].as_str().unwrap();
+        assert!(
+            d.len() < 2048,
+            "{}: {} bytes of description",
+            t["name"],
+            d.len()
+        );
+    }
+    assert!(
+        read_bytes <= 12 * 1024,
+        "the definitions a model reads are {read_bytes} bytes; at most 12 KiB"
+    );
+}
+
 #[test]
 fn every_error_case_is_answered_and_the_session_goes_on() {
     let mut s = Server::spawn(&[]);

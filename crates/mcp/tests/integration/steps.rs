@@ -38,11 +38,13 @@ fn a_target_identified_over_mcp_plans_into_run_profiler_calls() {
         (Some(4), Some(8))
     );
 
+    // The id stands for the target: the server keeps what it identified.
+    assert_eq!(target["target_id"], "t1", "{target}");
     let r = call(
         &mut s,
         2,
         "plan_profile",
-        json!({"target": target, "time_budget_s": 120}),
+        json!({"target_id": "t1", "time_budget_s": 120}),
     );
     assert_eq!(r["result"]["isError"], false, "{r}");
     let plan = &r["result"]["structuredContent"];
@@ -75,6 +77,20 @@ fn a_target_identified_over_mcp_plans_into_run_profiler_calls() {
     );
     assert_eq!(r["result"]["target"]["function"]["qualname"], "busy", "{r}");
     assert_eq!(r["result"]["steps"].as_array().unwrap().len(), steps.len());
+    // And from the whole object, as a scripted client passes it.
+    let r = call(
+        &mut s,
+        4,
+        "plan_profile",
+        json!({"target": target, "time_budget_s": 120}),
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["steps"]
+            .as_array()
+            .map(Vec::len),
+        Some(steps.len()),
+        "{r}"
+    );
 }
 
 #[test]
@@ -124,7 +140,14 @@ fn unclear_words_are_questions_and_bad_arguments_name_their_field() {
             json!({"target": "x", "focus": ["gpus"]}),
             "focus[0]",
         ),
-        (7, "plan_profile", json!({}), "target"),
+        (7, "plan_profile", json!({}), "target_id"),
+        (13, "plan_profile", json!({"target_id": "t99"}), "target_id"),
+        (
+            14,
+            "plan_profile",
+            json!({"target_id": "t1", "target": "x"}),
+            "target",
+        ),
         (
             9,
             "identify_target",

@@ -126,6 +126,7 @@ struct Reading {
 pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes) -> Target {
     let mut b = Build {
         t: Target {
+            target_id: None,
             arguments: arguments.to_string(),
             kind: TargetKind::Unknown,
             focus: Vec::new(),

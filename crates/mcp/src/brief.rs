@@ -83,11 +83,7 @@ pub fn markdown_brief(md: &str, path: &str) -> String {
     sections.push(&md[start..]);
     let heading = |s: &str| s.lines().next().unwrap_or("").to_string();
     let is_charts = |s: &str| {
-        let body: Vec<&str> = s
-            .lines()
-            .skip(1)
-            .filter(|l| !l.trim().is_empty())
-            .collect();
+        let body: Vec<&str> = s.lines().skip(1).filter(|l| !l.trim().is_empty()).collect();
         !body.is_empty() && body.iter().all(|l| l.starts_with("!["))
     };
     let is_droppable_table = |s: &str| s.starts_with("### ") && s.contains("|---");
@@ -251,7 +247,10 @@ mod tests {
     #[test]
     fn a_long_report_keeps_its_conclusions_and_names_what_it_left_out() {
         let table = |name: &str, rows: usize| {
-            format!("### {name}\n\n| a | b |\n|---|---|\n{}\n", "| 1 | 2 |\n".repeat(rows))
+            format!(
+                "### {name}\n\n| a | b |\n|---|---|\n{}\n",
+                "| 1 | 2 |\n".repeat(rows)
+            )
         };
         let md = format!(
             "# Profile report: s\n\n## Summary\n\n- the finding\n\n## Part A: results\n\n{}{}### Charts\n\n![cpu](charts/a.svg)\n\n### Recommendations\n\n1. **Do this**\n\n## Part B: instrumentation change log\n\n| File | Change |\n|---|---|\n| `work.py` | modified |\n",
@@ -260,10 +259,20 @@ mod tests {
         );
         let brief = markdown_brief(&md, "profile_output/s/report.md");
         assert!(brief.len() <= MARKDOWN_BUDGET_BYTES, "{}", brief.len());
-        for kept in ["## Summary", "### CPU overhead", "### Recommendations", "1. **Do this**", "## Part B", "| `work.py` | modified |"] {
+        for kept in [
+            "## Summary",
+            "### CPU overhead",
+            "### Recommendations",
+            "1. **Do this**",
+            "## Part B",
+            "| `work.py` | modified |",
+        ] {
             assert!(brief.contains(kept), "{kept} left out: {brief}");
         }
-        assert!(!brief.contains("### Hotspots") && !brief.contains("![cpu]"), "{brief}");
+        assert!(
+            !brief.contains("### Hotspots") && !brief.contains("![cpu]"),
+            "{brief}"
+        );
         assert!(
             brief.contains("Left out here to keep this short: “Charts”, “Hotspots”; the whole report is `profile_output/s/report.md`"),
             "{brief}"

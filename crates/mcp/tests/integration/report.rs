@@ -210,7 +210,7 @@ fn summarize_and_compare_over_stdio_on_real_runs() {
     assert_eq!(as_json["lang"], "ja");
     // The whole report, or a brief of it that says so.
     assert!(
-        &as_json == &ok(&r)["report"] || as_json["_brief"].is_string(),
+        as_json == ok(&r)["report"] || as_json["_brief"].is_string(),
         "{text}"
     );
     ok(&call(&mut s, 10, "revert_changes", json!({"all": true})));

@@ -27,6 +27,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from stdio_client import Stdio  # noqa: E402
 
 
 def tokenizer():
@@ -47,39 +49,6 @@ def count(text):
     if TOK is None:
         return b, f"~{b // 4}"
     return b, str(len(TOK.encode(text).ids))
-
-
-class Stdio:
-    """One MCP server over stdio, one request at a time."""
-
-    def __init__(self, argv, cwd):
-        self.p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True)
-        self.n = 0
-        self.ask("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                "clientInfo": {"name": "context-size", "version": "1"}})
-        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-        self.p.stdin.flush()
-
-    def ask(self, method, params):
-        self.n += 1
-        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method,
-                                       "params": params}) + "\n")
-        self.p.stdin.flush()
-        while True:
-            line = self.p.stdout.readline()
-            if not line:
-                raise SystemExit(f"the server ended while answering {method}")
-            msg = json.loads(line)
-            if msg.get("id") == self.n:
-                return msg
-
-    def close(self):
-        self.p.stdin.close()
-        try:
-            self.p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
 
 
 def definitions(server, label):

@@ -154,14 +154,9 @@ pub struct ProcessUsage {
     pub write_bytes: Option<u64>,
     /// It ended before the sampler did.
     pub exited: bool,
-    /// `RANK`, `LOCAL_RANK` and `GROUP_RANK` (its node) from its environment when it is a
-    /// rank of a distributed job.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rank: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local_rank: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_rank: Option<u32>,
+    /// Its place in a distributed job when it is a rank of one.
+    #[serde(flatten)]
+    pub ids: crate::target::RankIds,
 }
 
 /// What the /proc sampler saw of a process tree.

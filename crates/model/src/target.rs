@@ -206,11 +206,21 @@ pub struct RankProcess {
     /// Its launcher (the elastic agent) when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launcher_pid: Option<u32>,
-    /// `RANK`, `LOCAL_RANK` and `GROUP_RANK` (the node) from its environment.
+    #[serde(flatten)]
+    pub ids: RankIds,
+}
+
+/// A process's place in a distributed job: `RANK`, `LOCAL_RANK` and `GROUP_RANK` (its node)
+/// from its environment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RankIds {
+    /// `RANK`: its place among all ranks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank: Option<u32>,
+    /// `LOCAL_RANK`: its place on its node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_rank: Option<u32>,
+    /// `GROUP_RANK`: its node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_rank: Option<u32>,
 }

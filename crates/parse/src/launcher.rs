@@ -4,7 +4,7 @@
 //! none, any other option takes the next word unless that word is an option itself; the first
 //! word left is the entry point (a script, or a module after `-m`/`--module`).
 
-use system_profile_model::target::{LauncherTarget, RankProcess};
+use system_profile_model::target::{LauncherTarget, RankIds, RankProcess};
 
 /// `python`, `python3`, `python3.11`, `pypy3`, by path or name.
 pub fn is_python_interpreter(word: &str) -> bool {
@@ -193,28 +193,24 @@ pub fn read_launcher(words: &[String]) -> Option<(LauncherTarget, usize)> {
 
 /// `RANK`, `LOCAL_RANK` and `GROUP_RANK` of a process, from its NUL-separated environment.
 pub fn rank_of(pid: u32, launcher_pid: Option<u32>, environ: &[u8]) -> Option<RankProcess> {
-    let mut rank = None;
-    let mut local_rank = None;
-    let mut node_rank = None;
+    let mut ids = RankIds::default();
     for var in environ.split(|b| *b == 0) {
         let var = String::from_utf8_lossy(var);
         let Some((k, v)) = var.split_once('=') else {
             continue;
         };
         let slot = match k {
-            "RANK" => &mut rank,
-            "LOCAL_RANK" => &mut local_rank,
-            "GROUP_RANK" => &mut node_rank,
+            "RANK" => &mut ids.rank,
+            "LOCAL_RANK" => &mut ids.local_rank,
+            "GROUP_RANK" => &mut ids.node_rank,
             _ => continue,
         };
         *slot = v.parse().ok();
     }
-    rank.map(|_| RankProcess {
+    ids.rank.map(|_| RankProcess {
         pid,
         launcher_pid,
-        rank,
-        local_rank,
-        node_rank,
+        ids,
     })
 }
 
@@ -297,7 +293,12 @@ mod tests {
         let env = b"PATH=/bin\0RANK=3\0LOCAL_RANK=1\0GROUP_RANK=1\0WORLD_SIZE=4\0";
         let r = rank_of(42, Some(7), env).unwrap();
         assert_eq!(
-            (r.rank, r.local_rank, r.node_rank, r.launcher_pid),
+            (
+                r.ids.rank,
+                r.ids.local_rank,
+                r.ids.node_rank,
+                r.launcher_pid
+            ),
             (Some(3), Some(1), Some(1), Some(7))
         );
         assert!(rank_of(42, None, b"PATH=/bin\0").is_none());

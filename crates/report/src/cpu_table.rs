@@ -136,7 +136,7 @@ pub fn coverage(run: &RunRecord) -> Coverage {
         let n = s.processes.len() as u32;
         let others = n.saturating_sub(1);
         // The ranks of one node of a distributed job: the row names it.
-        let mut nodes: Vec<u32> = s.processes.iter().filter_map(|p| p.node_rank).collect();
+        let mut nodes: Vec<u32> = s.processes.iter().filter_map(|p| p.ids.node_rank).collect();
         nodes.sort_unstable();
         nodes.dedup();
         let node = match nodes[..] {

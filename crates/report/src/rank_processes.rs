@@ -17,7 +17,11 @@ pub fn rank_process_rows(session: &Session) -> Vec<RankProcessRow> {
         let Some(s) = &run.metrics.procfs else {
             continue;
         };
-        let ranks: Vec<&ProcessUsage> = s.processes.iter().filter(|p| p.rank.is_some()).collect();
+        let ranks: Vec<&ProcessUsage> = s
+            .processes
+            .iter()
+            .filter(|p| p.ids.rank.is_some())
+            .collect();
         let row = |p: &ProcessUsage, role: &str, node_rank: Option<u32>| {
             let seen_s = (p.last_seen_s - p.first_seen_s).max(0.0);
             let cpu_s = p.cpu_user_s + p.cpu_sys_s;
@@ -25,8 +29,8 @@ pub fn rank_process_rows(session: &Session) -> Vec<RankProcessRow> {
                 run_id: run.run_id.clone(),
                 sources: vec![cite_run(run, "procfs_jsonl")],
                 node_rank,
-                rank: p.rank,
-                local_rank: p.local_rank,
+                rank: p.ids.rank,
+                local_rank: p.ids.local_rank,
                 pid: p.pid,
                 role: role.into(),
                 seen_from_unix_s: run.started_at_unix_s + p.first_seen_s,
@@ -40,11 +44,11 @@ pub fn rank_process_rows(session: &Session) -> Vec<RankProcessRow> {
             }
         };
         for p in &s.processes {
-            if p.rank.is_some() {
-                rows.push(row(p, "rank", p.node_rank));
+            if p.ids.rank.is_some() {
+                rows.push(row(p, "rank", p.ids.node_rank));
             } else if let Some(first) = ranks.iter().find(|r| r.ppid == p.pid) {
                 // An agent has no RANK of its own: its node is its ranks'.
-                rows.push(row(p, "agent", first.node_rank));
+                rows.push(row(p, "agent", first.ids.node_rank));
             }
         }
     }

@@ -446,9 +446,7 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
                 read_bytes: io.map(|c| c.0),
                 write_bytes: io.map(|c| c.1),
                 exited: t.exited,
-                rank: t.rank.as_ref().and_then(|r| r.rank),
-                local_rank: t.rank.as_ref().and_then(|r| r.local_rank),
-                node_rank: t.rank.as_ref().and_then(|r| r.node_rank),
+                ids: t.rank.as_ref().map(|r| r.ids).unwrap_or_default(),
             }
         })
         .collect();

@@ -248,7 +248,14 @@ for r in ranks:
     let mut seen: Vec<_> = s
         .processes
         .iter()
-        .map(|p| (p.pid == child.id(), p.rank, p.local_rank, p.node_rank))
+        .map(|p| {
+            (
+                p.pid == child.id(),
+                p.ids.rank,
+                p.ids.local_rank,
+                p.ids.node_rank,
+            )
+        })
         .collect();
     seen.sort();
     assert_eq!(

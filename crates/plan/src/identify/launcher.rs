@@ -144,6 +144,6 @@ pub(super) fn running_launcher(
             }
         }
     }
-    l.ranks.sort_by_key(|r| r.rank);
+    l.ranks.sort_by_key(|r| r.ids.rank);
     Some(l)
 }

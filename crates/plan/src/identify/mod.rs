@@ -513,7 +513,7 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
         if let Some(l) = running_launcher(&b.t.processes, &table) {
             let agents: Vec<String> = l.agents.iter().map(|p| p.to_string()).collect();
             let nodes = {
-                let mut n: Vec<u32> = l.ranks.iter().filter_map(|r| r.node_rank).collect();
+                let mut n: Vec<u32> = l.ranks.iter().filter_map(|r| r.ids.node_rank).collect();
                 n.sort_unstable();
                 n.dedup();
                 n

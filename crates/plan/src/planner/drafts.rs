@@ -48,7 +48,7 @@ fn node_of(ctx: &Context, pid: u32) -> Option<u32> {
     l.ranks
         .iter()
         .find(|r| r.pid == pid || r.launcher_pid == Some(pid))
-        .and_then(|r| r.node_rank)
+        .and_then(|r| r.ids.node_rank)
 }
 
 pub(super) fn label_of(p: &ProcessInfo) -> String {

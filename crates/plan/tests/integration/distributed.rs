@@ -196,8 +196,11 @@ async fn two_torchrun_agents_here_are_the_two_nodes_of_one_job() {
     let mut started = agents.0.clone();
     started.sort_unstable();
     assert_eq!(found, started, "{l:#?}");
-    let ranks: Vec<(Option<u32>, Option<u32>)> =
-        l.ranks.iter().map(|r| (r.rank, r.node_rank)).collect();
+    let ranks: Vec<(Option<u32>, Option<u32>)> = l
+        .ranks
+        .iter()
+        .map(|r| (r.ids.rank, r.ids.node_rank))
+        .collect();
     assert_eq!(ranks, [(Some(0), Some(0)), (Some(1), Some(1))], "{l:#?}");
     assert!(
         t.evidence

@@ -236,6 +236,11 @@ pub struct StackProfile {
     pub by_total: Vec<FunctionHotspot>,
     /// The hottest lines (at most 50).
     pub lines: Vec<LineHotspot>,
+    /// Seconds one sample stands for, as the method was run (py-spy's and perf's `1/rate`,
+    /// pyinstrument's microsecond weights, Scalene's share of the elapsed time); absent in
+    /// records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_period_s: Option<f64>,
 }
 
 /// One frame of a thread's stack (innermost first in `ThreadStack::frames`).
@@ -400,6 +405,60 @@ pub struct AllocationTotal {
     pub size_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
+}
+
+/// Scalene's view of one run, line by line: CPU split into Python, native and system time,
+/// memory allocated and copying, each line of the profiled program's own files (library time
+/// is counted at the program's line that called into it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LineUsageProfile {
+    /// The program's wall time as Scalene measured it.
+    pub elapsed_s: f64,
+    /// Memory and copies were profiled (off with `--cpu-only`).
+    pub memory_profiled: bool,
+    /// The highest footprint Scalene saw, and the line that reached it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_footprint_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_footprint_file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_footprint_line: Option<u32>,
+    /// The program's functions by CPU share (at most 100).
+    pub functions: Vec<LineUsage>,
+    /// The lines with CPU, allocation or copying, by CPU share then bytes (at most 100).
+    pub lines: Vec<LineUsage>,
+}
+
+/// One line (or one function, summed over its lines) of a Scalene profile.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LineUsage {
+    pub file: String,
+    pub line: u32,
+    /// The function the line is in (its qualified name: `Task.runTask`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// The source text of the line, trimmed (lines only).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub code: String,
+    /// Shares of the run's CPU time: in Python code, in native code called from it, in the
+    /// kernel.
+    pub cpu_python_percent: f64,
+    pub cpu_native_percent: f64,
+    pub cpu_system_percent: f64,
+    /// Bytes allocated there over the run (Scalene's sampled estimate).
+    pub malloc_bytes: u64,
+    /// The most that was live at once from there.
+    pub peak_bytes: u64,
+    /// Allocation samples Scalene took there (one per ~1 MB window, not a call count).
+    pub malloc_samples: u64,
+    /// Bytes copied per second (memcpy and friends) there.
+    pub copy_mb_per_s: f64,
+}
+
+impl LineUsage {
+    pub fn cpu_percent(&self) -> f64 {
+        self.cpu_python_percent + self.cpu_native_percent + self.cpu_system_percent
+    }
 }
 
 /// A memray run: every allocation, Python and native, summarised by `memray stats --json`.

@@ -60,6 +60,10 @@ pub enum Method {
     NvlinkStatus,
     /// The target run with `NCCL_DEBUG=INFO`: transports, rings/trees, collectives.
     NcclDebug,
+    /// `pyinstrument`: sampled Python stacks from inside the process (no ptrace), as a tree.
+    Pyinstrument,
+    /// Scalene: CPU (Python, native, system), memory and copy volume per line, in one run.
+    Scalene,
 }
 
 /// How a method reaches its target.
@@ -177,7 +181,7 @@ pub enum RunTarget {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProfilerOptions {
-    /// Samples per second (py_spy_record, procfs_sampler, nvml_sampler).
+    /// Samples per second (py_spy_record, pyinstrument, procfs_sampler, nvml_sampler).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.1, max = 10000.0))]
     pub rate_hz: Option<f64>,
@@ -229,6 +233,7 @@ pub struct ProfilerOptions {
     /// torch.profiler options (torch_profiler).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_shapes: Option<bool>,
+    /// Profile memory too (torch_profiler; scalene, where `false` profiles CPU only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile_memory: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -384,7 +389,7 @@ macro_rules! spec {
     };
 }
 
-const SPECS: [MethodSpec; 26] = [
+const SPECS: [MethodSpec; 28] = [
     spec!(TimeV, tool: Some("time"), modes: &[Launch], python_only: false, gpu: false, torch: false, function: false,
         families: &[F::CpuUtilization, F::ContextSwitches, F::CpuMemory], overhead: Negligible,
         "none measurable: reads the kernel's rusage once at exit",
@@ -489,10 +494,18 @@ const SPECS: [MethodSpec; 26] = [
         families: &[F::NcclCollectives, F::Topology, F::PeerTransfers], overhead: Low,
         "a few % with INIT; COLL logs every collective and costs more",
         artifacts: &["nccl.<host>.<pid>.log"], metrics: &["ranks", "transports", "rings", "trees", "collectives_by_op", "message_size_distribution"]),
+    spec!(Pyinstrument, tool: Some("pyinstrument"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false,
+        families: &[F::CpuHotspots], overhead: Low,
+        "about 5% at its 1 ms interval: a profiling hook in the process reads the stack (bench/method_cost.py)",
+        artifacts: &["pyinstrument.json", "pyinstrument.folded", "flamegraph.svg"], metrics: &["hotspots_self", "hotspots_total", "wall_s"]),
+    spec!(Scalene, tool: Some("scalene"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false,
+        families: &[F::CpuHotspots, F::CpuMemory, F::AllocationSites], overhead: Medium,
+        "its allocator is preloaded and samples every ~1 MB allocated; CPU by signals every 10 ms (bench/method_cost.py)",
+        artifacts: &["scalene.json"], metrics: &["hotspots_self", "line_cpu_percent", "line_malloc_bytes", "line_copy_mb_per_s", "max_footprint_bytes"]),
 ];
 
 impl Method {
-    pub const ALL: [Method; 26] = [
+    pub const ALL: [Method; 28] = [
         Method::TimeV,
         Method::PerfStat,
         Method::PerfRecord,
@@ -519,6 +532,8 @@ impl Method {
         Method::NvidiaSmiTopo,
         Method::NvlinkStatus,
         Method::NcclDebug,
+        Method::Pyinstrument,
+        Method::Scalene,
     ];
 
     /// What the method needs, yields and costs.
@@ -646,6 +661,9 @@ pub struct RunMetrics {
     /// Under a distributed launcher: every rank's trace analysed, and their balance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<crate::trace::TraceReport>,
+    /// CPU, memory and copying per line of the program (scalene).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_usage: Option<crate::metrics::LineUsageProfile>,
     /// `nsys stats` of the run's report (nsys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nsys: Option<crate::metrics::NsysStats>,

@@ -218,6 +218,7 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
             by_self,
             by_total: all,
             lines: line_rows,
+            sample_period_s: None,
         },
         diagnostics,
     }

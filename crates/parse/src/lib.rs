@@ -20,6 +20,8 @@ pub mod nvidia_smi_query;
 pub mod nvidia_smi_topo;
 pub mod perf_stat;
 pub mod py_spy_dump;
+pub mod pyinstrument_session;
+pub mod scalene_json;
 pub mod strace_c;
 pub mod sysstat;
 pub mod time_v;

@@ -1010,3 +1010,40 @@ fn instrument_log_of_real_helper_runs() {
         s.notes
     );
 }
+
+#[test]
+fn pyinstrument_and_scalene_on_richards_agree_with_the_truth_set() {
+    // The truth corpus (tests/truth/scenarios/richards): a flat profile led by `schedule`,
+    // `Task.runTask` and `TaskState.isTaskHoldingOrWaiting`.
+    let truth = ["schedule", "runTask", "isTaskHoldingOrWaiting"];
+    let named = |f: &str| {
+        truth
+            .iter()
+            .any(|t| f == *t || f.ends_with(&format!(".{t}")))
+    };
+    let p = system_profile_parse::pyinstrument_session::parse(&fixture(
+        "pyinstrument_session",
+        "richards",
+    ));
+    assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+    let top = &p.value.by_self[0];
+    assert!(named(&top.function), "{top:?}");
+    assert!(top.file.as_deref().unwrap().ends_with("richards.py"));
+    assert!(p.value.by_total.iter().all(|f| !f
+        .file
+        .as_deref()
+        .unwrap_or("")
+        .contains("pyinstrument")));
+    insta::assert_json_snapshot!("pyinstrument_richards_top", &p.value.by_self[..8]);
+
+    let s = system_profile_parse::scalene_json::parse(&fixture("scalene_json", "richards-memory"));
+    assert!(s.diagnostics.is_empty(), "{:?}", s.diagnostics);
+    assert!(s.value.memory_profiled);
+    let stacks = system_profile_parse::scalene_json::stacks(&s.value);
+    assert!(
+        named(&stacks.by_self[0].function),
+        "{:?}",
+        stacks.by_self[0]
+    );
+    insta::assert_json_snapshot!("scalene_richards_functions", &s.value.functions[..5]);
+}

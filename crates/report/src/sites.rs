@@ -53,8 +53,8 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
                 };
                 rows.push(AllocationSiteRow {
                     run_id: run.run_id.clone(),
-                    source: cite(run, "memray_stats_json"),
-                    tool: "memray".into(),
+                    source: crate::tables::cite_allocations(run),
+                    tool: run.profiler.id(),
                     function: Some(t.function.clone()),
                     file: shown_file(root, &t.file),
                     line: t.line,

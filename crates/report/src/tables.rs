@@ -27,6 +27,27 @@ pub fn cite(run: &RunRecord, kind: &str) -> Source {
     }
 }
 
+/// The artifacts an allocation profile (`metrics.allocations`) is read from: memray's stats,
+/// Scalene's profile.
+const ALLOCATION_ARTIFACTS: [&str; 2] = ["memray_stats_json", "scalene_json"];
+/// The artifacts sampled stacks (`metrics.stacks`) are read from: folded stacks (py-spy,
+/// perf, pyinstrument), Scalene's profile.
+const STACK_ARTIFACTS: [&str; 2] = ["folded", "scalene_json"];
+
+/// A citation of the first of `kinds` the run left.
+fn cite_first(run: &RunRecord, kinds: &[&str]) -> Source {
+    kinds
+        .iter()
+        .map(|kind| cite(run, kind))
+        .find(|s| s.artifact.is_some())
+        .unwrap_or_else(|| cite(run, kinds[0]))
+}
+
+/// A citation of the artifact a run's allocation profile came from.
+pub fn cite_allocations(run: &RunRecord) -> Source {
+    cite_first(run, &ALLOCATION_ARTIFACTS)
+}
+
 /// The CPU row and one row per GPU of each run that measured memory, then the
 /// instrumentation's readings (torch's allocator per device, the duplicated tensors).
 pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> Vec<MemoryRow> {
@@ -64,7 +85,7 @@ pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> V
             cpu.heap_last_bytes = Some(p.current_bytes);
         }
         if let Some(a) = &m.allocations {
-            cpu.sources.push(cite(run, "memray_stats_json"));
+            cpu.sources.push(cite_allocations(run));
             cpu.heap_peak_bytes = Some(a.peak_bytes);
         }
         if !cpu.sources.is_empty() {
@@ -391,8 +412,12 @@ const MIN_SELF_PERCENT: f64 = 1.0;
 const KERNEL_ROWS: usize = 5;
 const NATIVE_ROWS_BESIDE_PYTHON: usize = 5;
 
-/// The sampling rate a run asked for (`--rate N` for py-spy, `-F N` for perf).
-fn sampling_hz(run: &RunRecord) -> Option<f64> {
+/// Samples per second of a run's stacks: as the runner recorded it, else (a record written
+/// before it was kept) the rate its argv asked for (`--rate N` for py-spy, `-F N` for perf).
+fn sampling_hz(run: &RunRecord, s: &StackProfile) -> Option<f64> {
+    if let Some(period_s) = s.sample_period_s.filter(|p| *p > 0.0) {
+        return Some(1.0 / period_s);
+    }
     run.argv
         .windows(2)
         .find(|w| w[0] == "--rate" || w[0] == "-F")
@@ -461,9 +486,9 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
             seen.extend(from_stacks(
                 root,
                 &tool,
-                &cite(run, "folded"),
+                &cite_first(run, &STACK_ARTIFACTS),
                 s,
-                sampling_hz(run),
+                sampling_hz(run, s),
             ));
         }
         if let Some(c) = &m.calls {

@@ -24,6 +24,8 @@ mod nsys;
 mod nvidia;
 mod perf;
 mod py_spy;
+mod pyinstrument;
+mod scalene;
 mod strace;
 mod sysstat;
 mod torch_profiler;
@@ -31,7 +33,8 @@ mod tracemalloc;
 
 use {
     cprofile::*, line_profiler::*, measure::*, memory_profiler::*, memray::*, nccl::*, nsys::*,
-    nvidia::*, perf::*, py_spy::*, strace::*, sysstat::*, torch_profiler::*, tracemalloc::*,
+    nvidia::*, perf::*, py_spy::*, pyinstrument::*, scalene::*, strace::*, sysstat::*,
+    torch_profiler::*, tracemalloc::*,
 };
 
 /// Observation window of attach-mode methods when `duration_s` is not given.
@@ -340,7 +343,9 @@ async fn custom(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution,
 /// When the method's module is missing for the target's interpreter (`python -m <module>`
 /// said `No module named <module>`), the run did not start: say so, and how to install it.
 fn module_missing(e: &mut Execution, module: &str, package: &str, python: &str) -> bool {
-    if !e.stderr_tail.contains(&format!("No module named {module}")) {
+    // `python -m x` says `No module named x`; an `import x` says `No module named 'x'`.
+    let said = |name: String| e.stderr_tail.contains(&format!("No module named {name}"));
+    if !said(module.to_string()) && !said(format!("'{module}'")) {
         return false;
     }
     let why = format!("{package} is not installed for {python}");
@@ -412,7 +417,7 @@ fn split_python(input: &RunProfilerInput) -> Result<(Vec<String>, Vec<String>), 
 }
 
 /// The methods this build runs.
-pub const IMPLEMENTED: [Method; 26] = [
+pub const IMPLEMENTED: [Method; 28] = [
     Method::TimeV,
     Method::Measure,
     Method::ProcfsSampler,
@@ -439,6 +444,8 @@ pub const IMPLEMENTED: [Method; 26] = [
     Method::NvidiaSmiTopo,
     Method::NvlinkStatus,
     Method::TorchProfiler,
+    Method::Pyinstrument,
+    Method::Scalene,
 ];
 
 /// Run `input` in `place`. The future can be dropped at any point: the run's process group
@@ -472,6 +479,8 @@ pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
         Method::NvidiaSmiTopo => nvidia_smi_topo(input, place).await,
         Method::NvlinkStatus => nvlink_status(input, place).await,
         Method::TorchProfiler => torch_profiler(input, place).await,
+        Method::Pyinstrument => pyinstrument(input, place).await,
+        Method::Scalene => scalene(input, place).await,
         Method::Vmstat | Method::Iostat | Method::Mpstat | Method::Pidstat => {
             sysstat(input, place).await
         }

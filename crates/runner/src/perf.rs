@@ -171,8 +171,9 @@ pub(crate) async fn perf_record(
             match collapsed {
                 Ok(()) => {
                     let text = read(&folded_path);
-                    let parsed = system_profile_parse::folded::parse(&text);
-                    e.metrics.stacks = Some(parsed.value);
+                    let mut stacks = system_profile_parse::folded::parse(&text).value;
+                    stacks.sample_period_s = Some(1.0 / rate);
+                    e.metrics.stacks = Some(stacks);
                     e.artifacts.extend(file_artifact(folded_path, "folded"));
                     let svg = place.dir.join("flamegraph.svg");
                     let title = input.label.clone().unwrap_or_else(|| "perf record".into());

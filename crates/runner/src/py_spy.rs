@@ -8,6 +8,7 @@ pub(crate) async fn py_spy_record(
 ) -> Result<Execution, RunError> {
     let folded = place.dir.join("py-spy.folded");
     let o = &input.options;
+    let rate_hz = o.rate_hz.unwrap_or(100.0).round().max(1.0);
     let mut argv: Vec<String> = vec![
         "py-spy".into(),
         "record".into(),
@@ -18,7 +19,7 @@ pub(crate) async fn py_spy_record(
         "-o".into(),
         folded.to_string_lossy().into_owned(),
         "--rate".into(),
-        format!("{}", o.rate_hz.unwrap_or(100.0).round().max(1.0)),
+        format!("{rate_hz}"),
     ];
     // Children are followed unless asked not to (as strace_c does): a pool's workers are
     // where a multi-process program spends its CPU, and a lone process loses nothing.
@@ -104,7 +105,9 @@ pub(crate) async fn py_spy_record(
             );
         }
     }
-    e.metrics.stacks = Some(parsed.value);
+    let mut stacks = parsed.value;
+    stacks.sample_period_s = Some(1.0 / rate_hz);
+    e.metrics.stacks = Some(stacks);
     e.artifacts.extend(file_artifact(folded, "folded"));
     let svg = place.dir.join("flamegraph.svg");
     let title = input.label.clone().unwrap_or_else(|| "py-spy".into());

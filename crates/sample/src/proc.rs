@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// One process as /proc shows it at the moment of reading.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProcessSnapshot {
     pub pid: u32,
     pub ppid: u32,

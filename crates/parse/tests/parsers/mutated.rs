@@ -9,7 +9,8 @@ use system_profile_parse::Format;
 use system_profile_parse::{
     cprofile_json, folded, instrument_log, kineto, line_profile, memory_profile, memray_stats,
     nccl_debug, nccl_tests, nsys_stats, nvidia_smi_dmon, nvidia_smi_nvlink, nvidia_smi_query,
-    nvidia_smi_topo, perf_stat, py_spy_dump, strace_c, sysstat, time_v, tracemalloc_json,
+    nvidia_smi_topo, perf_stat, py_spy_dump, pyinstrument_session, scalene_json, strace_c, sysstat,
+    time_v, tracemalloc_json,
 };
 
 /// Mutated inputs per fixture (fewer for the large Kineto traces, whose parse is heavier).
@@ -146,6 +147,8 @@ fn parse_as(format: &str, text: &str) -> usize {
         "nvidia_smi_topo" => nvidia_smi_topo::parse(text).diagnostics.len(),
         "perf_stat" => perf_stat::parse(text).diagnostics.len(),
         "py_spy_dump" => py_spy_dump::parse(text).diagnostics.len(),
+        "pyinstrument_session" => pyinstrument_session::parse(text).diagnostics.len(),
+        "scalene_json" => scalene_json::parse(text).diagnostics.len(),
         "strace_c" => strace_c::parse(text).diagnostics.len(),
         "time_v" => time_v::parse(text).diagnostics.len(),
         "tracemalloc_json" => tracemalloc_json::parse(text).diagnostics.len(),

@@ -27,6 +27,7 @@ use system_profile_model::target::{
     ModuleTarget, ProcessInfo, PythonChoice, PythonOutline, ScriptTarget, ServiceMatch,
     SystemdUnit, Target, TargetKind,
 };
+use system_profile_sample::proc::ProcessSnapshot;
 
 /// How to identify.
 #[derive(Debug, Clone)]
@@ -562,14 +563,9 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
             if !here.is_empty() {
                 q.push_str(&format!(" Python files here: {}.", here.join(", ")));
             }
-            let pys: Vec<String> = table
-                .processes
-                .iter()
-                .filter(|p| p.uid == table.get(p.pid).map(|x| x.uid).unwrap_or(u32::MAX))
-                .filter(|p| p.cmdline.first().is_some_and(|a| is_python_interpreter(a)))
-                .take(5)
-                .map(|p| format!("{} (`{}`)", p.pid, p.cmdline.join(" ")))
-                .collect();
+            // This process is in the table: its uid is the user's.
+            let uid = table.get(std::process::id()).map_or(u32::MAX, |me| me.uid);
+            let pys = users_python_processes(&table.processes, uid);
             if !pys.is_empty() {
                 q.push_str(&format!(" Running Python processes: {}.", pys.join(", ")));
             }
@@ -594,4 +590,49 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
         b.t.summary = "not resolved: see questions".into();
     }
     b.t
+}
+
+/// Up to five running Python processes of user `uid`, as `pid (`cmdline`)`: the ones a
+/// question can offer (another user's cannot be profiled without privileges, and their
+/// command lines are theirs).
+fn users_python_processes(processes: &[ProcessSnapshot], uid: u32) -> Vec<String> {
+    processes
+        .iter()
+        .filter(|p| p.uid == uid)
+        .filter(|p| p.cmdline.first().is_some_and(|a| is_python_interpreter(a)))
+        .take(5)
+        .map(|p| format!("{} (`{}`)", p.pid, p.cmdline.join(" ")))
+        .collect()
+}
+
+#[cfg(test)]
+mod users_tests {
+    use super::*;
+
+    fn process(pid: u32, uid: u32, argv: &[&str]) -> ProcessSnapshot {
+        ProcessSnapshot {
+            pid,
+            uid,
+            cmdline: argv.iter().map(|a| a.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_the_users_own_python_processes_are_offered() {
+        let table = [
+            process(10, 1000, &["python3", "mine.py"]),
+            process(11, 0, &["python3", "roots.py"]),
+            process(12, 1000, &["bash"]),
+            process(13, 1001, &["/usr/bin/python3.11", "theirs.py"]),
+        ];
+        assert_eq!(
+            users_python_processes(&table, 1000),
+            vec!["10 (`python3 mine.py`)".to_string()]
+        );
+        assert_eq!(
+            users_python_processes(&table, 0),
+            vec!["11 (`python3 roots.py`)".to_string()]
+        );
+    }
 }

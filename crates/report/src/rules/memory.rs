@@ -118,7 +118,8 @@ pub(super) fn python_allocation_site(inputs: &Inputs) -> Vec<Draft> {
         let Some(a) = &run.metrics.allocations else {
             continue;
         };
-        // memray ranks every place, the interpreter's imports included; the user can change
+        // memray ranks every place, the interpreter's imports included (Scalene only the
+        // program's files); the user can change
         // only their own code: the first site under the run's directory, outside packages.
         let cwd = std::path::Path::new(&run.cwd);
         // (A script run by a relative path has relative file names.)
@@ -140,6 +141,7 @@ pub(super) fn python_allocation_site(inputs: &Inputs) -> Vec<Draft> {
         let line = site.line.map(|l| format!(":{l}")).unwrap_or_default();
         // Allocated over the run, not all live at once: a quarter of it is a safe saving.
         let gain = size.min(a.peak_bytes) / 4;
+        let tool = run.profiler.id();
         out.push(Draft {
             title: tr(
                 lang,
@@ -149,16 +151,16 @@ pub(super) fn python_allocation_site(inputs: &Inputs) -> Vec<Draft> {
             action: tr(
                 lang,
                 format!(
-                    "memray ranks {file}{line} first among the program's own allocation sites: {} allocated there, against a heap peak of {}. Allocate once and reuse, stream instead of building whole lists, or use a compact type (NumPy arrays, `array`, `__slots__`); a quarter less is about {}.",
+                    "{tool} ranks {file}{line} first among the program's own allocation sites: {} allocated there, against a heap peak of {}. Allocate once and reuse, stream instead of building whole lists, or use a compact type (NumPy arrays, `array`, `__slots__`); a quarter less is about {}.",
                     bytes(size), bytes(a.peak_bytes), bytes(gain)
                 ),
                 format!(
-                    "memray の集計で、プログラム自身の確保箇所の首位は {file}{line}：{} を確保（ヒープのピークは {}）。一度確保して再利用する、リスト全体を作らず逐次処理にする、小さな型（NumPy 配列、`array`、`__slots__`）にする。4 分の 1 減で約 {}。",
+                    "{tool} の集計で、プログラム自身の確保箇所の首位は {file}{line}：{} を確保（ヒープのピークは {}）。一度確保して再利用する、リスト全体を作らず逐次処理にする、小さな型（NumPy 配列、`array`、`__slots__`）にする。4 分の 1 減で約 {}。",
                     bytes(size), bytes(a.peak_bytes), bytes(gain)
                 ),
             ),
             evidence: vec![format!("memory {} cpu heap", run.run_id)],
-            sources: vec![crate::tables::cite(run, "memray_stats_json")],
+            sources: vec![crate::tables::cite_allocations(run)],
             confidence: Confidence::Medium,
             ..Draft::saves_memory(gain, Some(a.peak_bytes))
         });

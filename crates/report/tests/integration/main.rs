@@ -5,6 +5,7 @@
 
 mod compare;
 mod errors;
+mod in_process;
 mod memory;
 mod rules;
 mod snapshots;

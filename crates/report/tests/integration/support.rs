@@ -171,7 +171,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn record(
+pub fn record(
     run_id: &str,
     profiler: Method,
     metrics: RunMetrics,

@@ -4,6 +4,7 @@
 
 mod distributed;
 mod gpu;
+mod in_process;
 mod python;
 mod supervise;
 mod system;

@@ -67,6 +67,12 @@ pub fn parse_stat(text: &str) -> Option<StatFields> {
     })
 }
 
+/// The command name in the text of /proc/<pid>/stat (between the first `(` and the last `)`:
+/// the name itself may hold parentheses).
+pub fn stat_comm(text: &str) -> Option<&str> {
+    text.get(text.find('(')? + 1..text.rfind(')')?)
+}
+
 /// The sizes of /proc/<pid>/statm this crate uses, in pages. statm costs a tenth of stat to
 /// read (no thread walk, no formatting of 52 fields), which is why the sampler reads it on
 /// every tick.
@@ -326,6 +332,12 @@ mod tests {
             Some(0)
         );
         assert_eq!(parse_statm("x"), None);
+    }
+
+    #[test]
+    fn stat_comm_keeps_parentheses_in_the_name() {
+        assert_eq!(stat_comm("42 (a (b) c) S 1 2"), Some("a (b) c"));
+        assert_eq!(stat_comm("42 python3 S"), None);
     }
 
     #[test]

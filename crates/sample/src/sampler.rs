@@ -12,7 +12,9 @@
 //! are then read one last time, while it is still a zombie if it is.
 
 use crate::background::{pace, Background};
-use crate::proc::{page_size, parse_stat, parse_statm, read_process, ticks_per_second};
+use crate::proc::{
+    page_size, parse_cmdline, parse_stat, parse_statm, read_process, stat_comm, ticks_per_second,
+};
 use crate::threads::{parse_pss_bytes, reread, Threads};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -155,13 +157,24 @@ impl Tracked {
     /// has ended (a zombie's counters are still taken: they are its final ones).
     fn read_counters(
         &mut self,
+        pid: u32,
         buf: &mut [u8],
         text_buf: &mut Vec<u8>,
         now_s: f64,
         page: u64,
     ) -> Option<u64> {
         let n = self.stat.read_at(buf, 0).unwrap_or(0);
-        let stat = std::str::from_utf8(&buf[..n]).ok().and_then(parse_stat)?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        let stat = parse_stat(text)?;
+        // A child first seen between its fork and its exec (`time` starting the command) bore
+        // its parent's name and argv: the exec changes the name in stat, and both are read
+        // again then.
+        if let Some(comm) = stat_comm(text).filter(|c| *c != self.name) {
+            self.name = comm.to_string();
+            if let Ok(bytes) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+                self.cmdline = parse_cmdline(&bytes);
+            }
+        }
         self.last_seen_s = now_s;
         self.last_ticks = (stat.utime_ticks, stat.stime_ticks);
         self.threads_peak = self.threads_peak.max(stat.threads);
@@ -364,12 +377,12 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
             }
             // Detail ticks take the resident set from stat, which they read anyway.
             let rss = if detail {
-                t.read_counters(&mut buf, &mut text_buf, now_s, page)
+                t.read_counters(*pid, &mut buf, &mut text_buf, now_s, page)
             } else {
                 t.rss_bytes(&mut buf, page).or_else(|| {
                     // It ended since the last tick: a last look at its counters, final if it
                     // is still a zombie.
-                    t.read_counters(&mut buf, &mut text_buf, now_s, page);
+                    t.read_counters(*pid, &mut buf, &mut text_buf, now_s, page);
                     None
                 })
             };

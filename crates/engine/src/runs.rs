@@ -253,7 +253,7 @@ impl RunBook {
                         .into_iter()
                         .map(|a| system_profile_model::run::Artifact {
                             path: self.relative(&a.path),
-                            kind: a.kind.to_string(),
+                            kind: a.kind,
                             bytes: a.bytes,
                         })
                         .collect();

@@ -2,11 +2,14 @@
 //! hand back. serde and schemars derives live here and only here; this crate does no IO and
 //! depends on nothing else in the workspace.
 
+pub mod artifact;
+pub mod catalog;
 pub mod collectives;
 pub mod detect;
 pub mod diag;
 pub mod instrument;
 pub mod metrics;
+pub mod options;
 pub mod peaks;
 pub mod plan;
 pub mod recipe;

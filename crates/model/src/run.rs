@@ -2,6 +2,8 @@
 //! are a closed set; `MethodSpec` says what each needs and yields, for the planner and the
 //! runner alike.
 
+pub use crate::artifact::{ArtifactKind, ArtifactSpec};
+pub use crate::options::{OptionName, ProfilerOptions, TorchSchedule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -177,97 +179,6 @@ pub enum RunTarget {
     System { system: bool },
 }
 
-/// Options a method reads; each says which methods use it. Unset means the method's default.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProfilerOptions {
-    /// Samples per second (py_spy_record, pyinstrument, procfs_sampler, nvml_sampler).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.1, max = 10000.0))]
-    pub rate_hz: Option<f64>,
-    /// Seconds between reports (vmstat, iostat, pidstat, mpstat, nvidia_smi_dmon,
-    /// nvidia_smi_query, tracemalloc snapshots).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.01, max = 3600.0))]
-    pub interval_s: Option<f64>,
-    /// Most bytes of the target's stdout and of its stderr kept on disk (`stdout.txt`,
-    /// `stderr.txt`: the first bytes; the last 64 KiB are in the record's tails whatever the
-    /// size); default 1 GiB each.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_cap_bytes: Option<u64>,
-    /// Include native (C/C++) frames (py_spy_record, memray).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub native: Option<bool>,
-    /// Follow child processes (py_spy_record, strace_c, perf_record); default: yes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subprocesses: Option<bool>,
-    /// Only samples holding the GIL (py_spy_record).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gil: Option<bool>,
-    /// Keep idle threads' samples (py_spy_record).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idle: Option<bool>,
-    /// Events to count or sample (perf_stat, perf_record).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub events: Vec<String>,
-    /// The function to profile line by line, as `file.py:qualname` or `pkg.mod:qualname`
-    /// (line_profiler, memory_profiler).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub function: Option<String>,
-    /// Frames kept per allocation traceback (tracemalloc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 256))]
-    pub traceback_depth: Option<u32>,
-    /// Report leaks: memory not freed at exit (memray).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub leaks: Option<bool>,
-    /// Column groups (`nvidia-smi dmon -s`, e.g. `pucvmet`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dmon_columns: Option<String>,
-    /// Fields (`nvidia-smi --query-gpu=`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub query_fields: Vec<String>,
-    /// `NCCL_DEBUG_SUBSYS` (nccl_debug), e.g. `INIT,COLL`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nccl_subsys: Option<String>,
-    /// torch.profiler options (torch_profiler).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub record_shapes: Option<bool>,
-    /// Profile memory too (torch_profiler; scalene, where `false` profiles CPU only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile_memory: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub with_stack: Option<bool>,
-    /// torch.profiler schedule when the target has a step loop: wait, warmup, active steps.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<TorchSchedule>,
-    /// What `nsys profile --trace` records (nsys), e.g. `cuda`, `nvtx`, `osrt`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nsys_trace: Vec<String>,
-    /// Sample the GPUs while the target runs (measure): on by default where NVML answers;
-    /// `false` turns it off, `true` makes its absence a warning.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu: Option<bool>,
-    /// GPU indices to sample (nvml_sampler, measure); empty means every GPU.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub gpus: Vec<u32>,
-}
-
-/// torch.profiler's schedule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TorchSchedule {
-    pub wait: u32,
-    pub warmup: u32,
-    pub active: u32,
-    #[serde(default = "one")]
-    pub repeat: u32,
-}
-
-fn one() -> u32 {
-    1
-}
-
 /// Input of `run_profiler`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -336,11 +247,15 @@ pub struct MethodSpec {
     pub needs_torch: bool,
     /// Needs a function named in `options.function`.
     pub needs_function: bool,
+    /// The options it reads (besides `output_cap_bytes`, which every started program reads);
+    /// a plan's step keeps only these.
+    pub options: &'static [OptionName],
     pub families: &'static [MetricFamily],
     pub overhead: OverheadLevel,
     /// The overhead in words, with the figure it rests on.
     pub overhead_note: &'static str,
-    pub artifacts: &'static [&'static str],
+    /// The files it writes; the runner names them from here.
+    pub artifacts: &'static [ArtifactSpec],
     pub metrics: &'static [&'static str],
 }
 
@@ -370,8 +285,8 @@ use TargetMode::{Attach, Launch, Machine};
 
 macro_rules! spec {
     ($m:ident, tool: $tool:expr, modes: $modes:expr, python_only: $py:expr, gpu: $gpu:expr,
-     torch: $torch:expr, function: $func:expr, families: $fam:expr, overhead: $lvl:ident, $note:literal,
-     artifacts: $art:expr, metrics: $met:expr) => {
+     torch: $torch:expr, function: $func:expr, options: [$($opt:ident),* $(,)?], families: $fam:expr, overhead: $lvl:ident, $note:literal,
+     artifacts: [$(($kind:ident, $file:literal)),* $(,)?], metrics: $met:expr) => {
         MethodSpec {
             method: Method::$m,
             tool: $tool,
@@ -380,161 +295,142 @@ macro_rules! spec {
             needs_gpu: $gpu,
             needs_torch: $torch,
             needs_function: $func,
+            options: &[$(OptionName::$opt),*],
             families: $fam,
             overhead: OverheadLevel::$lvl,
             overhead_note: $note,
-            artifacts: $art,
+            artifacts: &[$(ArtifactSpec { kind: ArtifactKind::$kind, file: $file }),*],
             metrics: $met,
         }
     };
 }
 
-const SPECS: [MethodSpec; 28] = [
-    spec!(TimeV, tool: Some("time"), modes: &[Launch], python_only: false, gpu: false, torch: false, function: false,
+const SPECS: &[MethodSpec] = &[
+    spec!(TimeV, tool: Some("time"), modes: &[Launch], python_only: false, gpu: false, torch: false, function: false, options: [],
         families: &[F::CpuUtilization, F::ContextSwitches, F::CpuMemory], overhead: Negligible,
         "none measurable: reads the kernel's rusage once at exit",
-        artifacts: &["time-v.txt"], metrics: &["wall_s", "user_s", "sys_s", "cpu_percent", "max_rss_bytes", "major_faults", "minor_faults", "voluntary_ctx_switches", "involuntary_ctx_switches"]),
-    spec!(PerfStat, tool: Some("perf"), modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false,
+        artifacts: [(TimeV, "time-v.txt")], metrics: &["wall_s", "user_s", "sys_s", "cpu_percent", "max_rss_bytes", "major_faults", "minor_faults", "voluntary_ctx_switches", "involuntary_ctx_switches"]),
+    spec!(PerfStat, tool: Some("perf"), modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false, options: [Events],
         families: &[F::CpuUtilization, F::ContextSwitches], overhead: Negligible,
         "under 1%: counting, not sampling",
-        artifacts: &["perf-stat.csv"], metrics: &["counters", "ipc", "cpu_utilization", "context_switches", "cpu_migrations", "page_faults"]),
-    spec!(PerfRecord, tool: Some("perf"), modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false,
+        artifacts: [(PerfStatCsv, "perf-stat.csv")], metrics: &["counters", "ipc", "cpu_utilization", "context_switches", "cpu_migrations", "page_faults"]),
+    spec!(PerfRecord, tool: Some("perf"), modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false, options: [RateHz, Events, Subprocesses],
         families: &[F::CpuHotspots], overhead: Low,
         "2-5% at the default 99 Hz with call graphs",
-        artifacts: &["perf.data", "perf.folded", "flamegraph.svg"], metrics: &["top_symbols_self", "top_symbols_total"]),
-    spec!(StraceC, tool: Some("strace"), modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false,
+        artifacts: [(PerfData, "perf.data"), (PerfScript, "perf.script"), (Folded, "perf.folded"), (FlamegraphSvg, "flamegraph.svg")], metrics: &["top_symbols_self", "top_symbols_total"]),
+    spec!(StraceC, tool: Some("strace"), modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false, options: [Subprocesses],
         families: &[F::SyscallsIo], overhead: High,
         "2x or more for syscall-heavy targets: every syscall stops the tracee",
-        artifacts: &["strace-c.txt"], metrics: &["syscalls", "top_syscalls_by_time", "errors"]),
-    spec!(Cprofile, tool: Some("cprofile"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false,
+        artifacts: [(StraceC, "strace-c.txt")], metrics: &["syscalls", "top_syscalls_by_time", "errors"]),
+    spec!(Cprofile, tool: Some("cprofile"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [],
         families: &[F::CpuHotspots], overhead: High,
         "1.3-2x for call-heavy code: deterministic, every call is hooked",
-        artifacts: &["cprofile.pstats", "cprofile.txt"], metrics: &["functions_by_tottime", "functions_by_cumtime"]),
-    spec!(PySpyRecord, tool: Some("py_spy"), modes: &[Launch, Attach], python_only: true, gpu: false, torch: false, function: false,
+        artifacts: [(Pstats, "cprofile.pstats"), (CprofileJson, "cprofile.json")], metrics: &["functions_by_tottime", "functions_by_cumtime"]),
+    spec!(PySpyRecord, tool: Some("py_spy"), modes: &[Launch, Attach], python_only: true, gpu: false, torch: false, function: false, options: [RateHz, Native, Subprocesses, Gil, Idle],
         families: &[F::CpuHotspots], overhead: Negligible,
         "about 1% at 100 Hz: samples from outside the process",
-        artifacts: &["py-spy.speedscope.json", "py-spy.folded", "flamegraph.svg"], metrics: &["hotspots_self", "hotspots_total", "samples", "gil_percent"]),
-    spec!(PySpyDump, tool: Some("py_spy"), modes: &[Attach], python_only: true, gpu: false, torch: false, function: false,
+        artifacts: [(Folded, "py-spy.folded"), (FlamegraphSvg, "flamegraph.svg")], metrics: &["hotspots_self", "hotspots_total", "samples", "gil_percent"]),
+    spec!(PySpyDump, tool: Some("py_spy"), modes: &[Attach], python_only: true, gpu: false, torch: false, function: false, options: [],
         families: &[F::CpuHotspots], overhead: Negligible,
         "one pause of a few milliseconds",
-        artifacts: &["py-spy-dump.json"], metrics: &["threads", "stacks"]),
-    spec!(LineProfiler, tool: Some("line_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: true,
+        artifacts: [(PySpyDumpJson, "py-spy-dump.json")], metrics: &["threads", "stacks"]),
+    spec!(LineProfiler, tool: Some("line_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: true, options: [Function],
         families: &[F::CpuHotspots, F::BlockTiming], overhead: High,
         "2-10x inside the profiled function only; the rest runs at full speed",
-        artifacts: &["line_profiler.lprof", "line_profiler.txt"], metrics: &["lines", "total_time_s"]),
-    spec!(Vmstat, tool: Some("vmstat"), modes: &[Machine], python_only: false, gpu: false, torch: false, function: false,
+        artifacts: [(Lprof, "line_profiler.lprof"), (LineProfilerJson, "line_profiler.json")], metrics: &["lines", "total_time_s"]),
+    spec!(Vmstat, tool: Some("vmstat"), modes: &[Machine], python_only: false, gpu: false, torch: false, function: false, options: [IntervalS],
         families: &[F::ContextSwitches, F::CpuUtilization, F::SyscallsIo, F::CpuMemory], overhead: Negligible,
         "none: reads /proc once per interval",
-        artifacts: &["vmstat.txt"], metrics: &["run_queue", "context_switches_per_s", "iowait_percent", "free_bytes", "swap_in_bytes_per_s", "swap_out_bytes_per_s"]),
-    spec!(Iostat, tool: Some("iostat"), modes: &[Machine], python_only: false, gpu: false, torch: false, function: false,
+        artifacts: [(Stdout, "stdout.txt")], metrics: &["run_queue", "context_switches_per_s", "iowait_percent", "free_bytes", "swap_in_bytes_per_s", "swap_out_bytes_per_s"]),
+    spec!(Iostat, tool: Some("iostat"), modes: &[Machine], python_only: false, gpu: false, torch: false, function: false, options: [IntervalS],
         families: &[F::SyscallsIo], overhead: Negligible,
         "none: reads /proc/diskstats once per interval",
-        artifacts: &["iostat.json"], metrics: &["device_utilization_percent", "read_bytes_per_s", "write_bytes_per_s", "await_ms"]),
-    spec!(Pidstat, tool: Some("pidstat"), modes: &[Attach, Machine], python_only: false, gpu: false, torch: false, function: false,
+        artifacts: [(Stdout, "stdout.txt")], metrics: &["device_utilization_percent", "read_bytes_per_s", "write_bytes_per_s", "await_ms"]),
+    spec!(Pidstat, tool: Some("pidstat"), modes: &[Attach, Machine], python_only: false, gpu: false, torch: false, function: false, options: [IntervalS],
         families: &[F::CpuUtilization, F::ContextSwitches, F::SyscallsIo, F::CpuMemory], overhead: Negligible,
         "none: reads /proc once per interval",
-        artifacts: &["pidstat.txt"], metrics: &["cpu_percent", "cswch_per_s", "nvcswch_per_s", "rss_bytes", "minflt_per_s", "majflt_per_s", "read_kb_per_s", "write_kb_per_s"]),
-    spec!(Mpstat, tool: Some("mpstat"), modes: &[Machine], python_only: false, gpu: false, torch: false, function: false,
+        artifacts: [(Stdout, "stdout.txt")], metrics: &["cpu_percent", "cswch_per_s", "nvcswch_per_s", "rss_bytes", "minflt_per_s", "majflt_per_s", "read_kb_per_s", "write_kb_per_s"]),
+    spec!(Mpstat, tool: Some("mpstat"), modes: &[Machine], python_only: false, gpu: false, torch: false, function: false, options: [IntervalS],
         families: &[F::CpuUtilization], overhead: Negligible,
         "none: reads /proc/stat once per interval",
-        artifacts: &["mpstat.json"], metrics: &["per_cpu_utilization", "iowait_percent", "steal_percent"]),
-    spec!(ProcfsSampler, tool: None, modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false,
+        artifacts: [(Stdout, "stdout.txt")], metrics: &["per_cpu_utilization", "iowait_percent", "steal_percent"]),
+    spec!(ProcfsSampler, tool: None, modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false, options: [RateHz],
         families: &[F::CpuUtilization, F::ContextSwitches, F::CpuMemory, F::SyscallsIo], overhead: Negligible,
         "under 1% of a core at 100 Hz for a 10-process tree: reads /proc from outside",
-        artifacts: &["procfs.jsonl"], metrics: &["cpu_utilization", "rss_peak_bytes", "voluntary_ctx_switches", "involuntary_ctx_switches", "read_bytes", "write_bytes", "threads"]),
-    spec!(Measure, tool: Some("time"), modes: &[Launch], python_only: false, gpu: false, torch: false, function: false,
+        artifacts: [(ProcfsJsonl, "procfs.jsonl")], metrics: &["cpu_utilization", "rss_peak_bytes", "voluntary_ctx_switches", "involuntary_ctx_switches", "read_bytes", "write_bytes", "threads"]),
+    spec!(Measure, tool: Some("time"), modes: &[Launch], python_only: false, gpu: false, torch: false, function: false, options: [RateHz, Gpu, Gpus],
         families: &[F::CpuUtilization, F::ContextSwitches, F::CpuMemory, F::SyscallsIo], overhead: Negligible,
         "under 1%: rusage at exit plus the /proc sampler",
-        artifacts: &["time-v.txt", "procfs.jsonl"], metrics: &["wall_s", "cpu_percent", "max_rss_bytes", "voluntary_ctx_switches", "involuntary_ctx_switches", "rss_timeline"]),
-    spec!(Custom, tool: None, modes: &[Launch], python_only: false, gpu: false, torch: false, function: false,
+        artifacts: [(TimeV, "time-v.txt"), (ProcfsJsonl, "procfs.jsonl"), (NvmlJsonl, "nvml.jsonl")], metrics: &["wall_s", "cpu_percent", "max_rss_bytes", "voluntary_ctx_switches", "involuntary_ctx_switches", "rss_timeline"]),
+    spec!(Custom, tool: None, modes: &[Launch], python_only: false, gpu: false, torch: false, function: false, options: [],
         families: &[], overhead: Negligible,
         "whatever the command costs",
-        artifacts: &["stdout.txt", "stderr.txt"], metrics: &["exit_code", "wall_s"]),
-    spec!(Tracemalloc, tool: Some("tracemalloc"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false,
+        artifacts: [(Stdout, "stdout.txt"), (Stderr, "stderr.txt")], metrics: &["exit_code", "wall_s"]),
+    spec!(Tracemalloc, tool: Some("tracemalloc"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [IntervalS, TracebackDepth],
         families: &[F::CpuMemory, F::AllocationSites], overhead: High,
         "every Python allocation of the script's own code is traced (its leading imports are not): 1.9x for memory_hog.py, 20x for the allocation-heavy cpu_hotspot.py (bench/tracemalloc_cost.py)",
-        artifacts: &["tracemalloc.json"], metrics: &["current_bytes", "peak_bytes", "top_sites_by_size", "top_sites_by_count"]),
-    spec!(Memray, tool: Some("memray"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false,
+        artifacts: [(TracemallocJson, "tracemalloc.json")], metrics: &["current_bytes", "peak_bytes", "top_sites_by_size", "top_sites_by_count"]),
+    spec!(Memray, tool: Some("memray"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [Native, Leaks],
         families: &[F::CpuMemory, F::AllocationSites], overhead: Medium,
         "1.1-2x: every allocation, Python and native, is recorded",
-        artifacts: &["memray.bin", "memray-stats.json", "memray-flamegraph.html"], metrics: &["peak_bytes", "total_allocations", "top_allocations_by_size", "top_allocations_by_count", "allocator_distribution"]),
-    spec!(MemoryProfiler, tool: Some("memory_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: true,
+        artifacts: [(MemrayBin, "memray.bin"), (MemrayStatsJson, "memray-stats.json"), (MemrayFlamegraphHtml, "memray-flamegraph.html")], metrics: &["peak_bytes", "total_allocations", "top_allocations_by_size", "top_allocations_by_count", "allocator_distribution"]),
+    spec!(MemoryProfiler, tool: Some("memory_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: true, options: [Function],
         families: &[F::CpuMemory, F::AllocationSites], overhead: High,
         "10x or more inside the profiled function: RSS read on every line",
-        artifacts: &["memory_profiler.txt"], metrics: &["line_increments"]),
-    spec!(NvmlSampler, tool: Some("nvml"), modes: &[Launch, Attach, Machine], python_only: false, gpu: true, torch: false, function: false,
+        artifacts: [(MemoryProfilerJson, "memory_profiler.json")], metrics: &["line_increments"]),
+    spec!(NvmlSampler, tool: Some("nvml"), modes: &[Launch, Attach, Machine], python_only: false, gpu: true, torch: false, function: false, options: [RateHz, Gpus],
         families: &[F::GpuUtilization, F::GpuMemory, F::HostDeviceTransfers, F::PeerTransfers, F::MemoryBandwidth], overhead: Negligible,
         "under 1% of a core at 10 Hz per GPU: NVML queries from outside",
-        artifacts: &["nvml.jsonl"], metrics: &["sm_utilization", "memory_used_bytes", "memory_utilization", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "power_w", "per_device_balance"]),
-    spec!(NvidiaSmiDmon, tool: Some("nvidia_smi_dmon"), modes: &[Launch, Attach, Machine], python_only: false, gpu: true, torch: false, function: false,
+        artifacts: [(NvmlJsonl, "nvml.jsonl")], metrics: &["sm_utilization", "memory_used_bytes", "memory_utilization", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "power_w", "per_device_balance"]),
+    spec!(NvidiaSmiDmon, tool: Some("nvidia_smi_dmon"), modes: &[Launch, Attach, Machine], python_only: false, gpu: true, torch: false, function: false, options: [IntervalS, DmonColumns],
         families: &[F::GpuUtilization, F::GpuMemory, F::HostDeviceTransfers, F::MemoryBandwidth], overhead: Negligible,
         "none measurable at 1 s intervals",
-        artifacts: &["dmon.txt"], metrics: &["sm_percent", "mem_percent", "fb_used_mb", "pcie_rx_mb_per_s", "pcie_tx_mb_per_s"]),
-    spec!(NvidiaSmiQuery, tool: Some("nvidia_smi"), modes: &[Launch, Attach, Machine], python_only: false, gpu: true, torch: false, function: false,
+        artifacts: [(Dmon, "dmon.txt")], metrics: &["sm_percent", "mem_percent", "fb_used_mb", "pcie_rx_mb_per_s", "pcie_tx_mb_per_s"]),
+    spec!(NvidiaSmiQuery, tool: Some("nvidia_smi"), modes: &[Launch, Attach, Machine], python_only: false, gpu: true, torch: false, function: false, options: [IntervalS, QueryFields],
         families: &[F::GpuUtilization, F::GpuMemory], overhead: Negligible,
         "none measurable at 1 s intervals",
-        artifacts: &["nvidia-smi-query.csv"], metrics: &["utilization_gpu", "memory_used_bytes", "power_w", "clocks"]),
-    spec!(TorchProfiler, tool: Some("torch_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: true, function: false,
+        artifacts: [(NvidiaSmiQueryCsv, "nvidia-smi-query.csv")], metrics: &["utilization_gpu", "memory_used_bytes", "power_w", "clocks"]),
+    spec!(TorchProfiler, tool: Some("torch_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: true, function: false, options: [RecordShapes, ProfileMemory, WithStack, Schedule],
         families: &[F::GpuUtilization, F::KernelLaunchOverhead, F::HostDeviceTransfers, F::PeerTransfers, F::GpuMemory, F::CommComputeRatio, F::NcclCollectives, F::CpuHotspots], overhead: Medium,
         "10-30% while active; a schedule keeps it to a few steps",
-        artifacts: &["trace.json.gz"], metrics: &["kernels_by_time", "copies", "launch_overhead", "gpu_idle_s", "comm_compute_overlap"]),
-    spec!(Nsys, tool: Some("nsys"), modes: &[Launch], python_only: false, gpu: true, torch: false, function: false,
+        artifacts: [(KinetoTrace, "trace[-rank<r>][-<n>].json.gz"), (TorchProfilerState, "torch-profiler[-rank<r>].json")], metrics: &["kernels_by_time", "copies", "launch_overhead", "gpu_idle_s", "comm_compute_overlap"]),
+    spec!(Nsys, tool: Some("nsys"), modes: &[Launch], python_only: false, gpu: true, torch: false, function: false, options: [NsysTrace],
         families: &[F::GpuUtilization, F::KernelLaunchOverhead, F::HostDeviceTransfers, F::PeerTransfers, F::NcclCollectives, F::CommComputeRatio], overhead: Low,
         "5-10% with cuda,nvtx tracing",
-        artifacts: &["report.nsys-rep", "nsys-stats.txt"], metrics: &["cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "cuda_api_sum", "nvtx_sum"]),
-    spec!(NvidiaSmiTopo, tool: Some("nvidia_smi_topo"), modes: &[Machine], python_only: false, gpu: true, torch: false, function: false,
+        artifacts: [(NsysRep, "report.nsys-rep"), (NsysStats, "nsys-stats.txt")], metrics: &["cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "cuda_api_sum", "nvtx_sum"]),
+    spec!(NvidiaSmiTopo, tool: Some("nvidia_smi_topo"), modes: &[Machine], python_only: false, gpu: true, torch: false, function: false, options: [],
         families: &[F::Topology], overhead: Negligible,
         "none: one query",
-        artifacts: &["topo.txt"], metrics: &["matrix", "pcie_pairs", "nvlink_pairs", "numa_affinity"]),
-    spec!(NvlinkStatus, tool: Some("nvidia_smi_nvlink"), modes: &[Machine], python_only: false, gpu: true, torch: false, function: false,
+        artifacts: [(NvidiaSmiTopo, "topo.txt")], metrics: &["matrix", "pcie_pairs", "nvlink_pairs", "numa_affinity"]),
+    spec!(NvlinkStatus, tool: Some("nvidia_smi_nvlink"), modes: &[Machine], python_only: false, gpu: true, torch: false, function: false, options: [],
         families: &[F::Topology, F::PeerTransfers], overhead: Negligible,
         "none: one query",
-        artifacts: &["nvlink-status.txt"], metrics: &["links", "link_speed_gbps", "inactive_links"]),
-    spec!(NcclDebug, tool: Some("nccl"), modes: &[Launch], python_only: false, gpu: true, torch: false, function: false,
+        artifacts: [(NvidiaSmiNvlink, "nvlink-status.txt"), (NvlinkCountersStart, "nvlink-counters-start.txt"), (NvlinkCountersEnd, "nvlink-counters-end.txt")], metrics: &["links", "link_speed_gbps", "inactive_links"]),
+    spec!(NcclDebug, tool: Some("nccl"), modes: &[Launch], python_only: false, gpu: true, torch: false, function: false, options: [NcclSubsys],
         families: &[F::NcclCollectives, F::Topology, F::PeerTransfers], overhead: Low,
         "a few % with INIT; COLL logs every collective and costs more",
-        artifacts: &["nccl.<host>.<pid>.log"], metrics: &["ranks", "transports", "rings", "trees", "collectives_by_op", "message_size_distribution"]),
-    spec!(Pyinstrument, tool: Some("pyinstrument"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false,
+        artifacts: [(NcclLog, "nccl.<host>.<pid>.log")], metrics: &["ranks", "transports", "rings", "trees", "collectives_by_op", "message_size_distribution"]),
+    spec!(Pyinstrument, tool: Some("pyinstrument"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [RateHz],
         families: &[F::CpuHotspots], overhead: Low,
         "about 5% at its 1 ms interval: a profiling hook in the process reads the stack (bench/method_cost.py)",
-        artifacts: &["pyinstrument.json", "pyinstrument.folded", "flamegraph.svg"], metrics: &["hotspots_self", "hotspots_total", "wall_s"]),
-    spec!(Scalene, tool: Some("scalene"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false,
+        artifacts: [(PyinstrumentSession, "pyinstrument.pyisession"), (Folded, "pyinstrument.folded"), (FlamegraphSvg, "flamegraph.svg")], metrics: &["hotspots_self", "hotspots_total", "wall_s"]),
+    spec!(Scalene, tool: Some("scalene"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [ProfileMemory],
         families: &[F::CpuHotspots, F::CpuMemory, F::AllocationSites], overhead: Medium,
         "its allocator is preloaded and samples every ~1 MB allocated; CPU by signals every 10 ms (bench/method_cost.py)",
-        artifacts: &["scalene.json"], metrics: &["hotspots_self", "line_cpu_percent", "line_malloc_bytes", "line_copy_mb_per_s", "max_footprint_bytes"]),
+        artifacts: [(ScaleneJson, "scalene.json")], metrics: &["hotspots_self", "line_cpu_percent", "line_malloc_bytes", "line_copy_mb_per_s", "max_footprint_bytes"]),
 ];
 
 impl Method {
-    pub const ALL: [Method; 28] = [
-        Method::TimeV,
-        Method::PerfStat,
-        Method::PerfRecord,
-        Method::StraceC,
-        Method::Cprofile,
-        Method::PySpyRecord,
-        Method::PySpyDump,
-        Method::LineProfiler,
-        Method::Vmstat,
-        Method::Iostat,
-        Method::Pidstat,
-        Method::Mpstat,
-        Method::ProcfsSampler,
-        Method::Measure,
-        Method::Custom,
-        Method::Tracemalloc,
-        Method::Memray,
-        Method::MemoryProfiler,
-        Method::NvmlSampler,
-        Method::NvidiaSmiDmon,
-        Method::NvidiaSmiQuery,
-        Method::TorchProfiler,
-        Method::Nsys,
-        Method::NvidiaSmiTopo,
-        Method::NvlinkStatus,
-        Method::NcclDebug,
-        Method::Pyinstrument,
-        Method::Scalene,
-    ];
+    /// Every method, in `SPECS` order (the enum's order).
+    pub const ALL: [Method; SPECS.len()] = {
+        let mut all = [Method::TimeV; SPECS.len()];
+        let mut i = 0;
+        while i < SPECS.len() {
+            all[i] = SPECS[i].method;
+            i += 1;
+        }
+        all
+    };
 
     /// What the method needs, yields and costs.
     pub fn spec(self) -> &'static MethodSpec {
@@ -598,8 +494,8 @@ pub enum RunStatus {
 pub struct Artifact {
     /// Relative to the server's root.
     pub path: String,
-    /// What it is (`stdout`, `time_v`, `procfs_jsonl`, `strace_c`, `perf_stat_csv`).
-    pub kind: String,
+    /// What it holds.
+    pub kind: ArtifactKind,
     pub bytes: u64,
 }
 

@@ -15,6 +15,7 @@ use crate::tables::cite;
 use system_profile_model::report::{
     ImportRow, MemoryBaseline, MemoryMarkRow, MemoryRow, Report, Source,
 };
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::{Method, RunRecord, RunTarget};
 
 /// Imports listed by name; the rest are summed into the last line.
@@ -58,7 +59,10 @@ fn untraced_peak<'a>(
             };
             Some((
                 peak,
-                row.sources.first().cloned().unwrap_or_else(|| cite(r, "")),
+                row.sources.first().cloned().unwrap_or_else(|| Source {
+                    run_id: r.run_id.clone(),
+                    artifact: None,
+                }),
             ))
         })
         .max_by_key(|(peak, _)| *peak)
@@ -91,7 +95,7 @@ pub fn memory_baseline(session: &Session, memory: &[MemoryRow]) -> Option<Memory
     let peak = command(run).and_then(|c| untraced_peak(session, memory, c));
     let peak_rss = peak.as_ref().map(|(b, _)| *b);
     Some(MemoryBaseline {
-        source: cite(run, "tracemalloc_json"),
+        source: cite(run, ArtifactKind::TracemallocJson),
         interpreter_rss_bytes: interpreter,
         after_imports_rss_bytes: after_imports,
         imports,

@@ -5,6 +5,7 @@ use crate::session::Session;
 use crate::tables::cite;
 use system_profile_model::metrics::PerfStat;
 use system_profile_model::report::{Coverage, CoverageScope, CpuRow};
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::RunRecord;
 
 fn perf_counter(p: &PerfStat, names: &[&str]) -> Option<u64> {
@@ -44,7 +45,7 @@ pub fn cpu_rows(session: &Session) -> Vec<CpuRow> {
         };
         row.covers = coverage(run);
         if let Some(t) = &m.time_v {
-            row.sources.push(cite(run, "time_v"));
+            row.sources.push(cite(run, ArtifactKind::TimeV));
             row.wall_s = Some(t.wall_s);
             row.user_s = Some(t.user_s);
             row.sys_s = Some(t.sys_s);
@@ -58,7 +59,7 @@ pub fn cpu_rows(session: &Session) -> Vec<CpuRow> {
             row.minor_faults = Some(t.minor_faults);
         }
         if let Some(p) = &m.perf_stat {
-            row.sources.push(cite(run, "perf_stat_csv"));
+            row.sources.push(cite(run, ArtifactKind::PerfStatCsv));
             row.wall_s = row.wall_s.or(run.wall_s);
             row.cpu_utilization_cores = row.cpu_utilization_cores.or(p.cpus_utilized);
             // perf counts both kinds together: its own column, never the voluntary one.
@@ -72,7 +73,7 @@ pub fn cpu_rows(session: &Session) -> Vec<CpuRow> {
             row.ipc = p.ipc;
         }
         if let Some(s) = &m.procfs {
-            row.sources.push(cite(run, "procfs_jsonl"));
+            row.sources.push(cite(run, ArtifactKind::ProcfsJsonl));
             row.wall_s = row.wall_s.or(Some(s.wall_s));
             row.user_s = row.user_s.or(Some(s.cpu_user_s));
             row.sys_s = row.sys_s.or(Some(s.cpu_sys_s));

@@ -12,6 +12,7 @@ use system_profile_model::report::{
     CommComputeRow, InterconnectRow, InterconnectTable, RankRow, RanksBalance, Source,
 };
 use system_profile_model::report::{Lang, Report};
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::trace::TraceReport;
 
 fn copy_row(kind: String, c: &TraceCopies, source: Source, links: &Links) -> InterconnectRow {
@@ -144,7 +145,7 @@ pub fn interconnect(session: &Session) -> Option<InterconnectTable> {
                 rows.push(copy_row(
                     direction(&c.direction),
                     c,
-                    cite(run, "nsys_stats"),
+                    cite(run, ArtifactKind::NsysStats),
                     &links,
                 ));
             }
@@ -160,7 +161,7 @@ pub fn interconnect(session: &Session) -> Option<InterconnectTable> {
                 rows.push(copy_row(
                     direction(&c.direction),
                     c,
-                    cite(run, "kineto_trace"),
+                    cite(run, ArtifactKind::KinetoTrace),
                     &links,
                 ));
             }
@@ -171,7 +172,7 @@ pub fn interconnect(session: &Session) -> Option<InterconnectTable> {
                 let sizes: Vec<(u64, u64)> = c.sizes.iter().map(|s| (s.bytes, s.calls)).collect();
                 rows.push(InterconnectRow {
                     kind: c.op.clone(),
-                    sources: vec![cite(run, "nccl_log")],
+                    sources: vec![cite(run, ArtifactKind::NcclLog)],
                     count: c.calls,
                     bytes_p50: percentile_of_counts(&sizes, 0.5),
                     bytes_p95: percentile_of_counts(&sizes, 0.95),
@@ -207,7 +208,7 @@ pub fn interconnect(session: &Session) -> Option<InterconnectTable> {
             .filter(|t| t.collectives.is_some())
         {
             // One process's trace: its collectives, without a balance to draw.
-            sets.collectives(t, cite(run, "kineto_trace"));
+            sets.collectives(t, cite(run, ArtifactKind::KinetoTrace));
         }
     }
     for stored in &session.traces {

@@ -9,6 +9,7 @@ use crate::session::Session;
 use crate::tables::cite as cite_run;
 use system_profile_model::metrics::ProcessUsage;
 use system_profile_model::report::{RankProcessRow, Report};
+use system_profile_model::run::ArtifactKind;
 
 /// One row per rank, and per process that started ranks, of every sampler run that saw one.
 pub fn rank_process_rows(session: &Session) -> Vec<RankProcessRow> {
@@ -27,7 +28,7 @@ pub fn rank_process_rows(session: &Session) -> Vec<RankProcessRow> {
             let cpu_s = p.cpu_user_s + p.cpu_sys_s;
             RankProcessRow {
                 run_id: run.run_id.clone(),
-                sources: vec![cite_run(run, "procfs_jsonl")],
+                sources: vec![cite_run(run, ArtifactKind::ProcfsJsonl)],
                 node_rank,
                 rank: p.ids.rank,
                 local_rank: p.ids.local_rank,

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use system_profile_model::metrics::GpuSample;
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::RunRecord;
 
 /// One process tree over time, from `procfs.jsonl`.
@@ -77,7 +78,7 @@ pub struct RunSeries {
     pub gpu_artifact: Option<String>,
 }
 
-fn artifact<'a>(run: &'a RunRecord, kind: &str) -> Option<&'a str> {
+fn artifact(run: &RunRecord, kind: ArtifactKind) -> Option<&str> {
     run.artifacts
         .iter()
         .find(|a| a.kind == kind)
@@ -91,13 +92,13 @@ pub fn read(root: &Path, run: &RunRecord) -> RunSeries {
     let Ok(fs) = system_profile_confine::Confined::open(root) else {
         return out;
     };
-    if let Some(path) = artifact(run, "procfs_jsonl") {
+    if let Some(path) = artifact(run, ArtifactKind::ProcfsJsonl) {
         if let Ok(text) = fs.read_to_string(Path::new(path)) {
             out.tree = Some(tree_series(&text));
             out.tree_artifact = Some(path.to_string());
         }
     }
-    if let Some(path) = artifact(run, "nvml_jsonl") {
+    if let Some(path) = artifact(run, ArtifactKind::NvmlJsonl) {
         if let Ok(text) = fs.read_to_string(Path::new(path)) {
             let mut g = GpuTimeline::default();
             for line in text.lines() {
@@ -108,7 +109,7 @@ pub fn read(root: &Path, run: &RunRecord) -> RunSeries {
             out.gpu = (!g.is_empty()).then_some(g);
             out.gpu_artifact = Some(path.to_string());
         }
-    } else if let Some(a) = run.artifacts.iter().find(|a| a.path.ends_with("dmon.txt")) {
+    } else if let Some(a) = run.artifacts.iter().find(|a| a.kind == ArtifactKind::Dmon) {
         if let Ok(text) = fs.read_to_string(Path::new(&a.path)) {
             // The interval the run asked dmon for (`-d N`), 1 s by default.
             let interval = run

@@ -8,6 +8,7 @@ use crate::fmt::{bytes, num, pct, tr};
 use crate::session::Session;
 use crate::tables::{cite, measured, shown_file};
 use system_profile_model::report::{AllocationSiteRow, Report};
+use system_profile_model::run::ArtifactKind;
 
 /// Sites per run: enough to see the shape, few enough to read.
 const SITES_PER_RUN: usize = 5;
@@ -29,7 +30,7 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
             {
                 rows.push(AllocationSiteRow {
                     run_id: run.run_id.clone(),
-                    source: cite(run, "tracemalloc_json"),
+                    source: cite(run, ArtifactKind::TracemallocJson),
                     tool: "tracemalloc".into(),
                     function: None,
                     file: shown_file(root, &s.file),

@@ -9,36 +9,37 @@ use system_profile_model::peaks::{gpu_peaks, pcie_gbps_per_direction};
 use system_profile_model::report::{
     FlameGraph, GpuRow, Hotspot, HotspotEvidence, HotspotTable, MemoryRow, Source,
 };
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::RunRecord;
 
 pub use crate::cpu_table::{cpu_rows, measured};
 pub use crate::interconnect::interconnect;
 
-/// A citation of a run and its artifact of this kind (or the first artifact whose path ends
-/// with it).
-pub fn cite(run: &RunRecord, kind: &str) -> Source {
+/// A citation of a run and its artifact of this kind.
+pub fn cite(run: &RunRecord, kind: ArtifactKind) -> Source {
     Source {
         run_id: run.run_id.clone(),
         artifact: run
             .artifacts
             .iter()
-            .find(|a| a.kind == kind || a.path.ends_with(kind))
+            .find(|a| a.kind == kind)
             .map(|a| a.path.clone()),
     }
 }
 
 /// The artifacts an allocation profile (`metrics.allocations`) is read from: memray's stats,
 /// Scalene's profile.
-const ALLOCATION_ARTIFACTS: [&str; 2] = ["memray_stats_json", "scalene_json"];
+const ALLOCATION_ARTIFACTS: [ArtifactKind; 2] =
+    [ArtifactKind::MemrayStatsJson, ArtifactKind::ScaleneJson];
 /// The artifacts sampled stacks (`metrics.stacks`) are read from: folded stacks (py-spy,
 /// perf, pyinstrument), Scalene's profile.
-const STACK_ARTIFACTS: [&str; 2] = ["folded", "scalene_json"];
+const STACK_ARTIFACTS: [ArtifactKind; 2] = [ArtifactKind::Folded, ArtifactKind::ScaleneJson];
 
 /// A citation of the first of `kinds` the run left.
-fn cite_first(run: &RunRecord, kinds: &[&str]) -> Source {
+fn cite_first(run: &RunRecord, kinds: &[ArtifactKind]) -> Source {
     kinds
         .iter()
-        .map(|kind| cite(run, kind))
+        .map(|kind| cite(run, *kind))
         .find(|s| s.artifact.is_some())
         .unwrap_or_else(|| cite(run, kinds[0]))
 }
@@ -61,7 +62,7 @@ pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> V
         };
         if let Some(s) = &m.procfs {
             // The tree's sum at one tick: what the machine really held for the target.
-            cpu.sources.push(cite(run, "procfs_jsonl"));
+            cpu.sources.push(cite(run, ArtifactKind::ProcfsJsonl));
             cpu.rss_peak_bytes = Some(s.rss_peak_bytes);
             cpu.processes = Some(s.processes.len() as u32);
             cpu.pss_peak_bytes = s.pss_peak_bytes;
@@ -75,12 +76,12 @@ pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> V
         }
         if let Some(t) = &m.time_v {
             if cpu.rss_peak_bytes.is_none() {
-                cpu.sources.push(cite(run, "time_v"));
+                cpu.sources.push(cite(run, ArtifactKind::TimeV));
                 cpu.rss_peak_bytes = Some(t.max_rss_bytes);
             }
         }
         if let Some(p) = &m.python_memory {
-            cpu.sources.push(cite(run, "tracemalloc_json"));
+            cpu.sources.push(cite(run, ArtifactKind::TracemallocJson));
             cpu.heap_peak_bytes = Some(p.peak_bytes);
             cpu.heap_last_bytes = Some(p.current_bytes);
         }
@@ -99,9 +100,9 @@ pub fn memory_rows(session: &Session, series: &BTreeMap<String, RunSeries>) -> V
                 .collect();
             let all: u64 = peaks.iter().sum();
             let kind = if g.source == "nvml" {
-                "nvml_jsonl"
+                ArtifactKind::NvmlJsonl
             } else {
-                "dmon.txt"
+                ArtifactKind::Dmon
             };
             for d in &g.devices {
                 let used = d.series.get("mem_used_bytes").map(|s| s.max as u64);
@@ -306,9 +307,9 @@ pub fn gpu_rows(session: &Session) -> Vec<GpuRow> {
     for run in &session.runs {
         if let Some(g) = &run.metrics.gpu {
             let kind = if g.source == "nvml" {
-                "nvml_jsonl"
+                ArtifactKind::NvmlJsonl
             } else {
-                "dmon.txt"
+                ArtifactKind::Dmon
             };
             for d in &g.devices {
                 let sm = d.series.get("sm_util_percent");
@@ -358,7 +359,7 @@ pub fn gpu_rows(session: &Session) -> Vec<GpuRow> {
     };
     for run in &session.runs {
         if let Some(t) = &run.metrics.trace {
-            traced(t, cite(run, "kineto_trace"));
+            traced(t, cite(run, ArtifactKind::KinetoTrace));
         }
     }
     for stored in &session.traces {
@@ -376,7 +377,7 @@ pub fn gpu_rows(session: &Session) -> Vec<GpuRow> {
         if let Some(n) = &run.metrics.nsys {
             rows.push(GpuRow {
                 device: "all".into(),
-                sources: vec![cite(run, "nsys_stats")],
+                sources: vec![cite(run, ArtifactKind::NsysStats)],
                 kernels: Some(n.launches.kernels),
                 kernel_time_s: Some(n.launches.kernel_us * 1e-6),
                 launch_mean_us: Some(n.launches.launch_api_mean_us),
@@ -514,7 +515,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
                     line: Some(f.line),
                     evidence: HotspotEvidence {
                         tool: tool.clone(),
-                        source: cite(run, "cprofile_json"),
+                        source: cite(run, ArtifactKind::CprofileJson),
                         self_percent: Some(self_percent),
                         total_percent: Some(if total > 0.0 {
                             (f.cumtime_s / total * 100.0).min(100.0)
@@ -542,7 +543,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
                 line: lp.lines.first().map(|l| l.line),
                 evidence: HotspotEvidence {
                     tool: tool.clone(),
-                    source: cite(run, "line_profiler_json"),
+                    source: cite(run, ArtifactKind::LineProfilerJson),
                     self_percent: None,
                     total_percent: None,
                     hot_line: hottest.map(|l| l.line),
@@ -552,7 +553,11 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
                 hot_line: hottest.map(|l| l.line),
             });
         }
-        for a in run.artifacts.iter().filter(|a| a.kind == "flamegraph_svg") {
+        for a in run
+            .artifacts
+            .iter()
+            .filter(|a| a.kind == ArtifactKind::FlamegraphSvg)
+        {
             flame_graphs.push(FlameGraph {
                 run_id: run.run_id.clone(),
                 path: a.path.clone(),
@@ -662,7 +667,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
     };
     for run in &session.runs {
         if let Some(t) = &run.metrics.trace {
-            add_kernels(t, cite(run, "kineto_trace"));
+            add_kernels(t, cite(run, ArtifactKind::KinetoTrace));
         }
     }
     for stored in &session.traces {

@@ -8,34 +8,16 @@ use system_profile_exec::{
     run, run_observed, CommandSpec, ExecError, ExitKind, Outcome, RunOptions,
 };
 use system_profile_model::run::{
-    Method, ProfilerOptions, RunMetrics, RunProfilerInput, RunStatus, RunTarget,
+    ArtifactKind, Method, ProfilerOptions, RunMetrics, RunProfilerInput, RunStatus, RunTarget,
 };
 use system_profile_sample::gpu::GpuSeries;
 use system_profile_sample::nvml::{NvmlSampler, NvmlSamplerConfig};
 use system_profile_sample::sampler::{Sampler, SamplerConfig};
 
-mod cprofile;
-mod line_profiler;
-mod measure;
-mod memory_profiler;
-mod memray;
-mod nccl;
-mod nsys;
-mod nvidia;
-mod perf;
-mod py_spy;
-mod pyinstrument;
-mod scalene;
-mod strace;
-mod sysstat;
-mod torch_profiler;
-mod tracemalloc;
+mod methods;
 
-use {
-    cprofile::*, line_profiler::*, measure::*, memory_profiler::*, memray::*, nccl::*, nsys::*,
-    nvidia::*, perf::*, py_spy::*, pyinstrument::*, scalene::*, strace::*, sysstat::*,
-    torch_profiler::*, tracemalloc::*,
-};
+pub use methods::IMPLEMENTED;
+use methods::*;
 
 /// Observation window of attach-mode methods when `duration_s` is not given.
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(30);
@@ -58,7 +40,7 @@ pub struct RunPlace {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArtifactFile {
     pub path: PathBuf,
-    pub kind: &'static str,
+    pub kind: ArtifactKind,
     pub bytes: u64,
 }
 
@@ -163,7 +145,28 @@ fn command_of(input: &RunProfilerInput) -> Result<Vec<String>, RunError> {
     }
 }
 
-fn file_artifact(path: PathBuf, kind: &'static str) -> Option<ArtifactFile> {
+/// Where `input`'s method writes its artifact of `kind`: the file its `MethodSpec` names, the
+/// name the plan showed (a method that names a kind its spec lacks is a bug the drift test
+/// finds).
+fn artifact_path(input: &RunProfilerInput, place: &RunPlace, kind: ArtifactKind) -> PathBuf {
+    let spec = input.profiler.spec();
+    let file = spec
+        .artifacts
+        .iter()
+        .find(|a| a.kind == kind)
+        .map(|a| a.file);
+    debug_assert!(file.is_some(), "{:?} has no {kind:?}", spec.method);
+    place
+        .dir
+        .join(file.map_or_else(|| system_profile_model::wire_name(&kind), str::to_string))
+}
+
+/// The artifact of `kind` the method wrote where its spec says, if it did.
+fn kept(input: &RunProfilerInput, place: &RunPlace, kind: ArtifactKind) -> Option<ArtifactFile> {
+    file_artifact(artifact_path(input, place, kind), kind)
+}
+
+fn file_artifact(path: PathBuf, kind: ArtifactKind) -> Option<ArtifactFile> {
     let bytes = std::fs::metadata(&path).ok()?.len();
     Some(ArtifactFile { path, kind, bytes })
 }
@@ -219,8 +222,14 @@ fn finish(outcome: &Outcome, argv: Vec<String>, place: &RunPlace) -> Execution {
         ExitKind::TimedOut => (RunStatus::TimedOut, None, None),
     };
     let mut artifacts = Vec::new();
-    artifacts.extend(file_artifact(place.dir.join("stdout.txt"), "stdout"));
-    artifacts.extend(file_artifact(place.dir.join("stderr.txt"), "stderr"));
+    artifacts.extend(file_artifact(
+        place.dir.join("stdout.txt"),
+        ArtifactKind::Stdout,
+    ));
+    artifacts.extend(file_artifact(
+        place.dir.join("stderr.txt"),
+        ArtifactKind::Stderr,
+    ));
     let mut warnings = Vec::new();
     for (name, t) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
         let kept_on_disk = place.dir.join(format!("{name}.txt")).exists();
@@ -255,15 +264,6 @@ fn finish(outcome: &Outcome, argv: Vec<String>, place: &RunPlace) -> Execution {
 
 fn timeout_of(input: &RunProfilerInput) -> Option<Duration> {
     input.timeout_s.map(Duration::from_secs_f64)
-}
-
-fn sampler_config(options: &ProfilerOptions, place: &RunPlace, jsonl: PathBuf) -> SamplerConfig {
-    SamplerConfig {
-        rate_hz: options.rate_hz.unwrap_or(100.0),
-        jsonl: Some(jsonl),
-        samples_taken: Some(place.samples_taken.clone()),
-        ..Default::default()
-    }
 }
 
 /// Say in the run why it failed when the target's exit explains it.
@@ -305,39 +305,6 @@ fn explain_exit(e: &mut Execution) {
         }
         _ => {}
     }
-}
-
-/// Start `argv` with the /proc sampler attached to it from its first instant (when `sampled`),
-/// and finish the execution with the sampler's summary and timeline.
-async fn launch_sampled(
-    input: &RunProfilerInput,
-    place: &RunPlace,
-    argv: Vec<String>,
-    sampled: bool,
-) -> Result<Execution, RunError> {
-    let jsonl = place.dir.join("procfs.jsonl");
-    let config = sampler_config(&input.options, place, jsonl.clone());
-    let mut sampler: Option<Sampler> = None;
-    let outcome = launch(input, place, &argv, timeout_of(input), |pid| {
-        if sampled {
-            sampler = Some(Sampler::start(pid, config));
-        }
-    })
-    .await?;
-    let mut e = finish(&outcome, argv, place);
-    if let Some(s) = sampler {
-        e.metrics.procfs = Some(s.stop());
-        e.artifacts.extend(file_artifact(jsonl, "procfs_jsonl"));
-    }
-    Ok(e)
-}
-
-async fn custom(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
-    let argv = command_of(input)?;
-    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
-    let mut e = finish(&outcome, argv, place);
-    explain_exit(&mut e);
-    Ok(e)
 }
 
 /// When the method's module is missing for the target's interpreter (`python -m <module>`
@@ -416,38 +383,6 @@ fn split_python(input: &RunProfilerInput) -> Result<(Vec<String>, Vec<String>), 
     Ok((interpreter, rest))
 }
 
-/// The methods this build runs.
-pub const IMPLEMENTED: [Method; 28] = [
-    Method::TimeV,
-    Method::Measure,
-    Method::ProcfsSampler,
-    Method::Custom,
-    Method::StraceC,
-    Method::PerfStat,
-    Method::PySpyRecord,
-    Method::PySpyDump,
-    Method::Cprofile,
-    Method::Vmstat,
-    Method::Iostat,
-    Method::Mpstat,
-    Method::Pidstat,
-    Method::PerfRecord,
-    Method::LineProfiler,
-    Method::Tracemalloc,
-    Method::Memray,
-    Method::NvmlSampler,
-    Method::NvidiaSmiDmon,
-    Method::NvidiaSmiQuery,
-    Method::NcclDebug,
-    Method::Nsys,
-    Method::MemoryProfiler,
-    Method::NvidiaSmiTopo,
-    Method::NvlinkStatus,
-    Method::TorchProfiler,
-    Method::Pyinstrument,
-    Method::Scalene,
-];
-
 /// Run `input` in `place`. The future can be dropped at any point: the run's process group
 /// dies with it, and an attached sampler stops.
 pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
@@ -457,34 +392,7 @@ pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execu
             format!("cannot create {}: {e}", place.dir.display()),
         )
     })?;
-    match input.profiler {
-        Method::TimeV => time_v(input, place, false).await,
-        Method::Measure => time_v(input, place, true).await,
-        Method::ProcfsSampler => procfs_sampler(input, place).await,
-        Method::Custom => custom(input, place).await,
-        Method::StraceC => strace_c(input, place).await,
-        Method::PerfStat => perf_stat(input, place).await,
-        Method::PySpyRecord => py_spy_record(input, place).await,
-        Method::PySpyDump => py_spy_dump(input, place).await,
-        Method::Cprofile => cprofile(input, place).await,
-        Method::PerfRecord => perf_record(input, place).await,
-        Method::LineProfiler => line_profiler(input, place).await,
-        Method::Tracemalloc => tracemalloc(input, place).await,
-        Method::Memray => memray(input, place).await,
-        Method::NvmlSampler => nvml_sampler(input, place).await,
-        Method::NvidiaSmiDmon | Method::NvidiaSmiQuery => nvidia_smi(input, place).await,
-        Method::NcclDebug => nccl_debug(input, place).await,
-        Method::Nsys => nsys(input, place).await,
-        Method::MemoryProfiler => memory_profiler(input, place).await,
-        Method::NvidiaSmiTopo => nvidia_smi_topo(input, place).await,
-        Method::NvlinkStatus => nvlink_status(input, place).await,
-        Method::TorchProfiler => torch_profiler(input, place).await,
-        Method::Pyinstrument => pyinstrument(input, place).await,
-        Method::Scalene => scalene(input, place).await,
-        Method::Vmstat | Method::Iostat | Method::Mpstat | Method::Pidstat => {
-            sysstat(input, place).await
-        }
-    }
+    dispatch(input, place).await
 }
 
 #[cfg(test)]

@@ -619,7 +619,7 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
                 f.retain(|fam| !fam.needs_gpu() || ctx.gpu_present);
                 f
             },
-            artifacts: spec.artifacts.iter().map(|s| s.to_string()).collect(),
+            artifacts: spec.artifacts.iter().map(|s| s.file.to_string()).collect(),
             metrics: spec.metrics.iter().map(|s| s.to_string()).collect(),
             estimated_s,
             alongside,

@@ -14,74 +14,21 @@ pub(super) fn options_for(ctx: &Context, method: Method, step: &Step) -> Profile
     if o.gpu.is_some() {
         o.gpu = Some(ctx.gpu_present);
     }
-    // Options a method does not read are dropped so each step carries only its own.
+    // Each method's own defaults that depend on the target or the machine.
     match method {
-        Method::PySpyRecord => {}
-        Method::ProcfsSampler | Method::NvmlSampler => {
-            o = ProfilerOptions {
-                rate_hz: o.rate_hz,
-                ..Default::default()
-            }
-        }
-        Method::TorchProfiler => {
-            o = ProfilerOptions {
-                record_shapes: o.record_shapes,
-                profile_memory: o.profile_memory,
-                with_stack: o.with_stack,
-                // The schedule advances on optimizer steps: without any it never starts.
-                schedule: o
-                    .schedule
-                    .filter(|_| steps_an_optimizer(ctx) != Some(false)),
-                ..Default::default()
-            }
-        }
-        Method::Nsys => {
-            o = ProfilerOptions {
-                nsys_trace: if o.nsys_trace.is_empty() {
-                    vec!["cuda".into(), "nvtx".into(), "osrt".into()]
-                } else {
-                    o.nsys_trace
-                },
-                ..Default::default()
-            }
-        }
-        Method::Memray | Method::Tracemalloc => {
-            o = ProfilerOptions {
-                native: o.native,
-                traceback_depth: o.traceback_depth,
-                leaks: o.leaks,
-                ..Default::default()
-            }
+        // The schedule advances on optimizer steps: without any it never starts.
+        Method::TorchProfiler if steps_an_optimizer(ctx) == Some(false) => o.schedule = None,
+        Method::Nsys if o.nsys_trace.is_empty() => {
+            o.nsys_trace = vec!["cuda".into(), "nvtx".into(), "osrt".into()]
         }
         Method::NvidiaSmiDmon | Method::NvidiaSmiQuery => {
-            o = ProfilerOptions {
-                interval_s: o.interval_s.or(o.rate_hz.map(|r| (1.0 / r).max(1.0))),
-                ..Default::default()
-            }
-        }
-        Method::Cprofile => o = ProfilerOptions::default(),
-        Method::StraceC | Method::PerfRecord => {
-            o = ProfilerOptions {
-                subprocesses: o.subprocesses,
-                events: o.events,
-                ..Default::default()
-            }
-        }
-        Method::NcclDebug => {
-            o = ProfilerOptions {
-                nccl_subsys: o.nccl_subsys,
-                ..Default::default()
-            }
-        }
-        Method::Measure => {
-            o = ProfilerOptions {
-                gpu: o.gpu,
-                rate_hz: o.rate_hz,
-                ..Default::default()
-            }
+            o.interval_s = o.interval_s.or(o.rate_hz.map(|r| (1.0 / r).max(1.0)))
         }
         _ => {}
     }
+    // Options a method does not read are dropped so each step carries only its own: those
+    // its spec lists.
+    o = o.keep_only(method.spec().options);
     o
 }
 

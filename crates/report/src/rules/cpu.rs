@@ -3,6 +3,7 @@
 use super::*;
 use crate::fmt::{num, pct, secs, tr};
 use system_profile_model::report::{Confidence, CoverageScope, CpuRow};
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::{RunRecord, RunTarget};
 
 pub(super) fn user_code(file: &str) -> bool {
@@ -516,7 +517,7 @@ pub(super) fn syscall_heavy(inputs: &Inputs) -> Vec<Draft> {
                 ),
             ),
             evidence: vec![format!("syscalls {} {}", run.run_id, top.syscall), format!("cpu {basis}")],
-            sources: vec![crate::tables::cite(run, "strace_c")],
+            sources: vec![crate::tables::cite(run, ArtifactKind::StraceC)],
             confidence: Confidence::Low,
             ..Draft::saves_time(gain, Some(wall))
         });

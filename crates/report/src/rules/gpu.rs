@@ -3,6 +3,7 @@
 use super::*;
 use crate::fmt::{bytes, bytes_f, num, pct, secs, tr};
 use system_profile_model::report::{Confidence, Source};
+use system_profile_model::run::ArtifactKind;
 
 /// The longest wall time in the session: what a GPU-side saving is a share of.
 pub(super) fn session_wall(inputs: &Inputs) -> Option<f64> {
@@ -113,7 +114,7 @@ pub(super) fn traced_devices(
     let mut out = Vec::new();
     for run in &session.runs {
         if let Some(t) = &run.metrics.trace {
-            out.push((crate::tables::cite(run, "kineto_trace"), t));
+            out.push((crate::tables::cite(run, ArtifactKind::KinetoTrace), t));
         }
     }
     for s in &session.traces {
@@ -211,7 +212,7 @@ fn sampled_gpu_idle(inputs: &Inputs) -> Vec<Draft> {
                     ),
                 ),
                 evidence: vec![format!("gpu {device} {}", run.run_id)],
-                sources: vec![crate::tables::cite(run, if g.source == "nvml" { "nvml_jsonl" } else { "dmon.txt" })],
+                sources: vec![crate::tables::cite(run, if g.source == "nvml" { ArtifactKind::NvmlJsonl } else { ArtifactKind::Dmon })],
                 // NVML's utilisation is a share of time with any kernel, a coarse signal.
                 confidence: Confidence::Low,
                 ..Draft::saves_time(gain, Some(g.wall_s))
@@ -423,7 +424,7 @@ pub(super) fn nccl_socket_fallback(inputs: &Inputs) -> Vec<Draft> {
                 ),
             ),
             evidence: vec![format!("interconnect {} NCCL transports", run.run_id)],
-            sources: vec![crate::tables::cite(run, "nccl_log")],
+            sources: vec![crate::tables::cite(run, ArtifactKind::NcclLog)],
             confidence: Confidence::High,
             // The log has no timings: the gain is not estimated, so it ranks last (impact 0)
             // and says so.

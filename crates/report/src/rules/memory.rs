@@ -3,6 +3,7 @@
 use super::*;
 use crate::fmt::{bytes, num, pct, tr};
 use system_profile_model::report::Confidence;
+use system_profile_model::run::ArtifactKind;
 
 pub(super) fn duplicated_tensors(inputs: &Inputs) -> Vec<Draft> {
     let lang = inputs.lang;
@@ -109,7 +110,7 @@ pub(super) fn python_allocation_site(inputs: &Inputs) -> Vec<Draft> {
                 ),
             ),
             evidence: vec![format!("memory {} cpu heap", run.run_id)],
-            sources: vec![crate::tables::cite(run, "tracemalloc_json")],
+            sources: vec![crate::tables::cite(run, ArtifactKind::TracemallocJson)],
             confidence: Confidence::Medium,
             ..Draft::saves_memory(gain, Some(p.peak_bytes))
         });

@@ -3,6 +3,7 @@
 //! saying its own seconds.
 
 use super::support::*;
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::{Artifact, Method, RunList, RunMetrics};
 
 fn in_process_session(root: &Root, name: &str) -> String {
@@ -29,7 +30,7 @@ fn in_process_session(root: &Root, name: &str) -> String {
         },
         vec![Artifact {
             path: format!("profile_output/{name}/r001-pyinstrument/pyinstrument.folded"),
-            kind: "folded".into(),
+            kind: ArtifactKind::Folded,
             bytes: 0,
         }],
     );
@@ -48,7 +49,7 @@ fn in_process_session(root: &Root, name: &str) -> String {
         },
         vec![Artifact {
             path: format!("profile_output/{name}/r002-scalene/scalene.json"),
-            kind: "scalene_json".into(),
+            kind: ArtifactKind::ScaleneJson,
             bytes: 0,
         }],
     );

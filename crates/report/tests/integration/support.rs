@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use system_profile_model::report::{Lang, Report, SummarizeInput, SummarizeOutput};
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::{
     Artifact, Method, RunList, RunMetrics, RunRecord, RunStatus, RunTarget,
 };
@@ -251,7 +252,7 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
         },
         vec![Artifact {
             path: dmon_rel,
-            kind: "capture".into(),
+            kind: ArtifactKind::Dmon,
             bytes: dmon_text.len() as u64,
         }],
     );
@@ -272,7 +273,7 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
         },
         vec![Artifact {
             path: format!("profile_output/{name}/r002-nvidia-smi-topo/topo.txt"),
-            kind: "capture".into(),
+            kind: ArtifactKind::NvidiaSmiTopo,
             bytes: 0,
         }],
     );
@@ -291,7 +292,7 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
         },
         vec![Artifact {
             path: format!("profile_output/{name}/r003-nccl-debug/nccl.host.1.log"),
-            kind: "nccl_log".into(),
+            kind: ArtifactKind::NcclLog,
             bytes: 0,
         }],
     );
@@ -304,7 +305,7 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
         },
         vec![Artifact {
             path: format!("profile_output/{name}/r004-torch-profiler/trace.json.gz"),
-            kind: "kineto_trace".into(),
+            kind: ArtifactKind::KinetoTrace,
             bytes: 0,
         }],
     );
@@ -328,7 +329,7 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
         },
         vec![Artifact {
             path: format!("profile_output/{name}/r005-nsys/nsys-stats.txt"),
-            kind: "nsys_stats".into(),
+            kind: ArtifactKind::NsysStats,
             bytes: 0,
         }],
     );
@@ -363,7 +364,7 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
             .iter()
             .map(|f| Artifact {
                 path: f.path.clone(),
-                kind: "kineto_trace".into(),
+                kind: ArtifactKind::KinetoTrace,
                 bytes: 0,
             })
             .collect(),

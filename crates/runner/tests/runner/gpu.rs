@@ -1,5 +1,6 @@
 use super::*;
 use std::time::{Duration, Instant};
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::RunStatus;
 use system_profile_runner::{execute, RunErrorKind};
 
@@ -125,8 +126,11 @@ async fn nvidia_smi_dmon_and_query_beside_the_machine_and_a_command() {
             .starts_with("--query-gpu=timestamp,index,"),
         "{argv}"
     );
-    let kinds: Vec<&str> = e.artifacts.iter().map(|a| a.kind).collect();
-    assert!(kinds.contains(&"nvidia_smi_query_csv"), "{kinds:?}");
+    let kinds: Vec<ArtifactKind> = e.artifacts.iter().map(|a| a.kind).collect();
+    assert!(
+        kinds.contains(&ArtifactKind::NvidiaSmiQueryCsv),
+        "{kinds:?}"
+    );
     // No nvidia-smi at all: an error that says so.
     let mut none = input(Method::NvidiaSmiDmon, RunTarget::System { system: true });
     none.env.insert("PATH".into(), "/nonexistent".into());
@@ -168,7 +172,10 @@ if half == 0:
     .unwrap();
     assert_eq!(e.status, RunStatus::Completed, "{e:?}");
     assert_eq!(
-        e.artifacts.iter().filter(|a| a.kind == "nccl_log").count(),
+        e.artifacts
+            .iter()
+            .filter(|a| a.kind == ArtifactKind::NcclLog)
+            .count(),
         2
     );
     let n = e.metrics.nccl.as_ref().unwrap();
@@ -266,9 +273,9 @@ async fn nsys_profiles_the_command_then_reads_its_stats() {
     let n = e.metrics.nsys.as_ref().unwrap();
     assert_eq!(n.kernels.len(), 23);
     assert_eq!(n.launches.launches, 7328);
-    let kinds: Vec<&str> = e.artifacts.iter().map(|a| a.kind).collect();
+    let kinds: Vec<ArtifactKind> = e.artifacts.iter().map(|a| a.kind).collect();
     assert!(
-        kinds.contains(&"nsys_rep") && kinds.contains(&"nsys_stats"),
+        kinds.contains(&ArtifactKind::NsysRep) && kinds.contains(&ArtifactKind::NsysStats),
         "{kinds:?}"
     );
 }

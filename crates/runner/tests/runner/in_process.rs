@@ -2,6 +2,7 @@
 //! (stacks, no ptrace) and Scalene (CPU, memory and copying per line).
 
 use super::*;
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::RunStatus;
 use system_profile_runner::execute;
 
@@ -59,8 +60,12 @@ async fn pyinstrument_ranks_the_hot_function_first_from_inside() {
         "{:?}",
         s.by_total
     );
-    for kind in ["pyinstrument_session", "folded", "flamegraph_svg"] {
-        assert!(e.artifacts.iter().any(|a| a.kind == kind), "{kind}");
+    for kind in [
+        ArtifactKind::PyinstrumentSession,
+        ArtifactKind::Folded,
+        ArtifactKind::FlamegraphSvg,
+    ] {
+        assert!(e.artifacts.iter().any(|a| a.kind == kind), "{kind:?}");
     }
     assert!(
         e.argv.windows(2).any(|w| w == ["-i", "0.001"]),
@@ -110,7 +115,10 @@ async fn scalene_finds_the_hot_function_and_the_line_that_allocates() {
             .any(|l| l.line == 4 && l.code.starts_with("keep = bytearray")),
         "{lines:?}"
     );
-    assert!(e.artifacts.iter().any(|a| a.kind == "scalene_json"));
+    assert!(e
+        .artifacts
+        .iter()
+        .any(|a| a.kind == ArtifactKind::ScaleneJson));
 
     // CPU only: no allocation sites claimed.
     let mut i = input(Method::Scalene, command(&[&py, &prog]));

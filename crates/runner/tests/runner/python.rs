@@ -1,5 +1,6 @@
 use super::*;
 use std::time::Duration;
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::RunStatus;
 use system_profile_runner::execute;
 
@@ -22,7 +23,7 @@ async fn py_spy_ranks_the_hot_function_first_and_draws_it() {
     let svg = e
         .artifacts
         .iter()
-        .find(|a| a.kind == "flamegraph_svg")
+        .find(|a| a.kind == ArtifactKind::FlamegraphSvg)
         .expect("a flame graph");
     let text = std::fs::read_to_string(&svg.path).unwrap();
     assert!(
@@ -388,10 +389,14 @@ async fn memray_finds_where_the_bytes_go_and_the_peak() {
     );
     assert!(m.top_by_count[0].count.unwrap() >= 40_000);
     assert!(m.total_allocations >= 50_000);
-    for kind in ["memray_bin", "memray_stats_json", "memray_flamegraph_html"] {
+    for kind in [
+        ArtifactKind::MemrayBin,
+        ArtifactKind::MemrayStatsJson,
+        ArtifactKind::MemrayFlamegraphHtml,
+    ] {
         assert!(
             e.artifacts.iter().any(|a| a.kind == kind),
-            "{kind}: {:?}",
+            "{kind:?}: {:?}",
             e.artifacts
         );
     }
@@ -504,7 +509,10 @@ async fn torch_profiler_traces_a_training_loop_on_its_schedule() {
             e.warnings
         );
     }
-    assert!(e.artifacts.iter().any(|a| a.kind == "kineto_trace"));
+    assert!(e
+        .artifacts
+        .iter()
+        .any(|a| a.kind == ArtifactKind::KinetoTrace));
 
     // Without a schedule the whole run is one trace.
     let e = execute(

@@ -1,5 +1,6 @@
 use super::*;
 use std::time::{Duration, Instant};
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::RunStatus;
 use system_profile_runner::{execute, RunErrorKind};
 
@@ -54,8 +55,13 @@ async fn measure_agrees_with_a_separate_time_v() {
         "sampled {} of {cpu}",
         p.cpu_user_s + p.cpu_sys_s
     );
-    let kinds: Vec<&str> = e.artifacts.iter().map(|a| a.kind).collect();
-    for k in ["stdout", "stderr", "time_v", "procfs_jsonl"] {
+    let kinds: Vec<ArtifactKind> = e.artifacts.iter().map(|a| a.kind).collect();
+    for k in [
+        ArtifactKind::Stdout,
+        ArtifactKind::Stderr,
+        ArtifactKind::TimeV,
+        ArtifactKind::ProcfsJsonl,
+    ] {
         assert!(kinds.contains(&k), "{kinds:?}");
     }
     assert_eq!(e.argv[0], "/usr/bin/time");

@@ -1,4 +1,5 @@
 use super::*;
+use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::RunStatus;
 use system_profile_runner::execute;
 
@@ -230,10 +231,15 @@ async fn perf_record_folds_native_stacks_into_hotspots_and_a_flame_graph() {
         "{:?}",
         &s.by_total[..s.by_total.len().min(10)]
     );
-    for kind in ["perf_data", "perf_script", "folded", "flamegraph_svg"] {
+    for kind in [
+        ArtifactKind::PerfData,
+        ArtifactKind::PerfScript,
+        ArtifactKind::Folded,
+        ArtifactKind::FlamegraphSvg,
+    ] {
         assert!(
             e.artifacts.iter().any(|a| a.kind == kind),
-            "{kind} missing: {:?}",
+            "{kind:?} missing: {:?}",
             e.artifacts
         );
     }

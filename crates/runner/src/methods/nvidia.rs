@@ -1,13 +1,19 @@
 //! The NVIDIA methods read from outside the target: the NVML sampler, `nvidia-smi` dmon and query series, `nvidia-smi topo -m` and `nvlink`.
 
-use super::*;
+use crate::*;
 
-/// The NVML sampler's settings from the run's options (default 10 Hz, every GPU).
-pub(crate) fn nvml_config(options: &ProfilerOptions, place: &RunPlace) -> NvmlSamplerConfig {
+/// The NVML sampler's settings: `rate_hz` (default 10 Hz) and `gpus` (default every GPU) as
+/// the run's options give them, each caller naming the options it reads.
+pub(crate) fn nvml_config(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    rate_hz: Option<f64>,
+    gpus: &[u32],
+) -> NvmlSamplerConfig {
     NvmlSamplerConfig {
-        rate_hz: options.rate_hz.unwrap_or(10.0),
-        devices: options.gpus.clone(),
-        jsonl: Some(place.dir.join("nvml.jsonl")),
+        rate_hz: rate_hz.unwrap_or(10.0),
+        devices: gpus.to_vec(),
+        jsonl: Some(artifact_path(input, place, ArtifactKind::NvmlJsonl)),
         samples_taken: None,
     }
 }
@@ -17,7 +23,7 @@ pub(crate) async fn nvml_sampler(
     input: &RunProfilerInput,
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
-    let mut config = nvml_config(&input.options, place);
+    let mut config = nvml_config(input, place, input.options.rate_hz, &input.options.gpus);
     config.samples_taken = Some(place.samples_taken.clone());
     let sampler = NvmlSampler::start(config).map_err(|why| {
         RunError::new(
@@ -25,7 +31,7 @@ pub(crate) async fn nvml_sampler(
             format!("nvml_sampler cannot run here: {why}. Without a GPU, plan CPU methods; nvidia_smi_dmon needs the same driver"),
         )
     })?;
-    let jsonl = place.dir.join("nvml.jsonl");
+    let jsonl = artifact_path(input, place, ArtifactKind::NvmlJsonl);
     let mut e = match &input.target {
         RunTarget::Command { .. } => {
             let outcome =
@@ -53,7 +59,7 @@ pub(crate) async fn nvml_sampler(
         }
     }
     e.metrics.gpu = Some(summary);
-    e.artifacts.extend(file_artifact(jsonl, "nvml_jsonl"));
+    e.artifacts.extend(file_artifact(jsonl, ArtifactKind::NvmlJsonl));
     Ok(e)
 }
 
@@ -70,7 +76,7 @@ pub(crate) async fn nvidia_smi(
     let method = input.profiler;
     let interval = input.options.interval_s.unwrap_or(1.0).round().max(1.0);
     let window_s = window(input).as_secs_f64();
-    let (file, mut argv): (&str, Vec<String>) = if method == Method::NvidiaSmiDmon {
+    let (kind, mut argv) = if method == Method::NvidiaSmiDmon {
         let columns = input
             .options
             .dmon_columns
@@ -83,7 +89,7 @@ pub(crate) async fn nvidia_smi(
             ));
         }
         (
-            "dmon.txt",
+            ArtifactKind::Dmon,
             vec![
                 "nvidia-smi".into(),
                 "dmon".into(),
@@ -108,7 +114,7 @@ pub(crate) async fn nvidia_smi(
             }
         }
         (
-            "nvidia-smi-query.csv",
+            ArtifactKind::NvidiaSmiQueryCsv,
             vec![
                 "nvidia-smi".into(),
                 format!("--query-gpu={}", fields.join(",")),
@@ -123,7 +129,7 @@ pub(crate) async fn nvidia_smi(
         let count = (window_s / interval).ceil().max(1.0) as u64;
         argv.extend(["-c".into(), count.to_string()]);
     }
-    let out_path = place.dir.join(file);
+    let out_path = artifact_path(input, place, kind);
     let smi_spec = spec_of(input, &argv, &place.cwd);
     let smi_opts = |limit: Option<Duration>| RunOptions {
         timeout: limit,
@@ -209,14 +215,7 @@ pub(crate) async fn nvidia_smi(
         summary.rate_hz_achieved = None;
     }
     e.metrics.gpu = Some(summary);
-    e.artifacts.extend(file_artifact(
-        out_path,
-        if method == Method::NvidiaSmiDmon {
-            "dmon"
-        } else {
-            "nvidia_smi_query_csv"
-        },
-    ));
+    e.artifacts.extend(file_artifact(out_path, kind));
     Ok(e)
 }
 
@@ -226,12 +225,12 @@ pub(crate) async fn nvidia_smi_once(
     input: &RunProfilerInput,
     place: &RunPlace,
     args: &[&str],
-    file: &str,
+    kind: ArtifactKind,
 ) -> Result<String, RunError> {
     let mut argv = vec!["nvidia-smi".to_string()];
     argv.extend(args.iter().map(|a| a.to_string()));
     let spec = spec_of(input, &argv, &place.cwd);
-    let path = place.dir.join(file);
+    let path = artifact_path(input, place, kind);
     let opts = RunOptions {
         timeout: Some(Duration::from_secs(60)),
         stdout_path: Some(path.clone()),
@@ -276,7 +275,7 @@ pub(crate) async fn nvidia_smi_topo(
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
     let started = Instant::now();
-    let text = nvidia_smi_once(input, place, &["topo", "-m"], "topo.txt").await?;
+    let text = nvidia_smi_once(input, place, &["topo", "-m"], ArtifactKind::NvidiaSmiTopo).await?;
     let parsed = system_profile_parse::nvidia_smi_topo::parse(&text);
     let mut e = machine_execution(
         vec!["nvidia-smi".into(), "topo".into(), "-m".into()],
@@ -296,7 +295,7 @@ pub(crate) async fn nvidia_smi_topo(
     }
     e.metrics.topology = Some(parsed.value);
     e.artifacts
-        .extend(file_artifact(place.dir.join("topo.txt"), "nvidia_smi_topo"));
+        .extend(kept(input, place, ArtifactKind::NvidiaSmiTopo));
     Ok(e)
 }
 
@@ -307,7 +306,7 @@ pub(crate) async fn nvlink_status(
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
     let started = Instant::now();
-    let status = nvidia_smi_once(input, place, &["nvlink", "-s"], "nvlink-status.txt").await?;
+    let status = nvidia_smi_once(input, place, &["nvlink", "-s"], ArtifactKind::NvidiaSmiNvlink).await?;
     let mut parsed = system_profile_parse::nvidia_smi_nvlink::parse(&status);
     let mut warnings: Vec<String> = parsed
         .diagnostics
@@ -320,7 +319,7 @@ pub(crate) async fn nvlink_status(
             input,
             place,
             &["nvlink", "-gt", "d"],
-            "nvlink-counters-start.txt",
+            ArtifactKind::NvlinkCountersStart,
         )
         .await;
         tokio::time::sleep(Duration::from_secs_f64(window_s)).await;
@@ -328,7 +327,7 @@ pub(crate) async fn nvlink_status(
             input,
             place,
             &["nvlink", "-gt", "d"],
-            "nvlink-counters-end.txt",
+            ArtifactKind::NvlinkCountersEnd,
         )
         .await;
         match (before, after) {
@@ -378,13 +377,12 @@ pub(crate) async fn nvlink_status(
     );
     e.warnings = warnings;
     e.metrics.nvlink = Some(parsed.value);
-    for f in [
-        "nvlink-status.txt",
-        "nvlink-counters-start.txt",
-        "nvlink-counters-end.txt",
+    for kind in [
+        ArtifactKind::NvidiaSmiNvlink,
+        ArtifactKind::NvlinkCountersStart,
+        ArtifactKind::NvlinkCountersEnd,
     ] {
-        e.artifacts
-            .extend(file_artifact(place.dir.join(f), "nvidia_smi_nvlink"));
+        e.artifacts.extend(kept(input, place, kind));
     }
     Ok(e)
 }

@@ -1,6 +1,6 @@
 //! `vmstat`, `iostat`, `mpstat` and `pidstat` over a window.
 
-use super::*;
+use crate::*;
 
 /// vmstat, iostat, mpstat or pidstat over the window, every `interval_s` (whole seconds).
 pub(crate) async fn sysstat(

@@ -1,6 +1,7 @@
 //! `memory_profiler` on one function: resident memory per line.
 
-use super::*;
+use super::line_profiler::function_of;
+use crate::*;
 
 /// Runs the target under memory_profiler with only the named function traced: a global trace
 /// hook adds that function's code to memory_profiler's map the first time it is called (it is
@@ -64,7 +65,7 @@ pub(crate) async fn memory_profiler(
     let (file, qualname) = function_of(input)?;
     let (interpreter, script) = split_python(input)?;
     let python = interpreter[0].clone();
-    let rows = place.dir.join("memory_profiler.json");
+    let rows = artifact_path(input, place, ArtifactKind::MemoryProfilerJson);
     let file_path = place.cwd.join(file);
     let mut argv = interpreter;
     argv.extend([
@@ -90,7 +91,7 @@ pub(crate) async fn memory_profiler(
         }
         e.metrics.memory_lines = Some(parsed.value);
         e.artifacts
-            .extend(file_artifact(rows, "memory_profiler_json"));
+            .extend(file_artifact(rows, ArtifactKind::MemoryProfilerJson));
     }
     explain_exit(&mut e);
     Ok(e)

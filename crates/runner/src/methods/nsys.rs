@@ -1,6 +1,6 @@
 //! `nsys`: `nsys profile`, then `nsys stats` into the tables `analyze_trace` uses.
 
-use super::*;
+use crate::*;
 
 /// The reports `nsys stats` is asked for: what `NsysStats` reads.
 pub(crate) const NSYS_REPORTS: &str =
@@ -31,7 +31,7 @@ pub(crate) async fn nsys(
     argv.extend(command);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
-    let rep = place.dir.join("report.nsys-rep");
+    let rep = artifact_path(input, place, ArtifactKind::NsysRep);
     if !rep.exists() {
         e.warnings.push(
             "nsys wrote no report.nsys-rep: see stderr_tail (a GPU driver nsys can reach is needed)".into(),
@@ -39,7 +39,7 @@ pub(crate) async fn nsys(
         explain_exit(&mut e);
         return Ok(e);
     }
-    let stats_path = place.dir.join("nsys-stats.txt");
+    let stats_path = artifact_path(input, place, ArtifactKind::NsysStats);
     let stats = spec_of(
         input,
         &[
@@ -76,8 +76,8 @@ pub(crate) async fn nsys(
         )),
         Err(err) => e.warnings.push(format!("nsys stats did not run: {err}")),
     }
-    e.artifacts.extend(file_artifact(rep, "nsys_rep"));
-    e.artifacts.extend(file_artifact(stats_path, "nsys_stats"));
+    e.artifacts.extend(file_artifact(rep, ArtifactKind::NsysRep));
+    e.artifacts.extend(file_artifact(stats_path, ArtifactKind::NsysStats));
     explain_exit(&mut e);
     Ok(e)
 }

@@ -1,14 +1,16 @@
 //! `time_v` and `measure` (`time -v`, with the /proc sampler and the NVML sampler), and `procfs_sampler` alone.
 
-use super::*;
+use super::nvidia::{machine_execution, nvml_config};
+use crate::*;
 
+/// `time -v` around the command; `measure` adds the samplers.
 pub(crate) async fn time_v(
     input: &RunProfilerInput,
     place: &RunPlace,
-    with_sampler: bool,
 ) -> Result<Execution, RunError> {
+    let with_sampler = input.profiler == Method::Measure;
     let target = command_of(input)?;
-    let report = place.dir.join("time-v.txt");
+    let report = artifact_path(input, place, ArtifactKind::TimeV);
     let mut argv: Vec<String> = vec![
         "/usr/bin/time".into(),
         "-v".into(),
@@ -19,16 +21,26 @@ pub(crate) async fn time_v(
     argv.extend(target);
     // measure samples the GPUs too when NVML is there (unless options.gpu is false).
     let gpu = if with_sampler && input.options.gpu != Some(false) {
-        Some(NvmlSampler::start(nvml_config(&input.options, place)))
+        Some(NvmlSampler::start(nvml_config(
+            input,
+            place,
+            input.options.rate_hz,
+            &input.options.gpus,
+        )))
     } else {
         None
     };
-    let mut e = launch_sampled(input, place, argv, with_sampler).await?;
+    let mut e = if with_sampler {
+        launch_sampled(input, place, argv).await?
+    } else {
+        let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
+        finish(&outcome, argv, place)
+    };
     match gpu {
         Some(Ok(sampler)) => {
             e.metrics.gpu = Some(sampler.stop());
             e.artifacts
-                .extend(file_artifact(place.dir.join("nvml.jsonl"), "nvml_jsonl"));
+                .extend(file_artifact(artifact_path(input, place, ArtifactKind::NvmlJsonl), ArtifactKind::NvmlJsonl));
         }
         Some(Err(why)) if input.options.gpu == Some(true) => {
             e.warnings.push(format!("no GPU series in this run: {why}"))
@@ -60,7 +72,7 @@ pub(crate) async fn time_v(
     } else {
         e.metrics.time_v = Some(parsed.value);
     }
-    e.artifacts.extend(file_artifact(report, "time_v"));
+    e.artifacts.extend(file_artifact(report, ArtifactKind::TimeV));
     explain_exit(&mut e);
     Ok(e)
 }
@@ -69,8 +81,8 @@ pub(crate) async fn procfs_sampler(
     input: &RunProfilerInput,
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
-    let jsonl = place.dir.join("procfs.jsonl");
-    let config = sampler_config(&input.options, place, jsonl.clone());
+    let jsonl = artifact_path(input, place, ArtifactKind::ProcfsJsonl);
+    let config = sampler_config(input, place, jsonl.clone());
     match &input.target {
         RunTarget::Pid { pid } => {
             if system_profile_sample::proc::read_process(*pid).is_none() {
@@ -96,15 +108,45 @@ pub(crate) async fn procfs_sampler(
                 ));
             }
             let mut e = machine_execution(Vec::new(), started.elapsed().as_secs_f64());
-            e.artifacts.extend(file_artifact(jsonl, "procfs_jsonl"));
+            e.artifacts.extend(file_artifact(jsonl, ArtifactKind::ProcfsJsonl));
             e.metrics.procfs = Some(summary);
             e.warnings = warnings;
             Ok(e)
         }
         _ => {
-            let mut e = launch_sampled(input, place, command_of(input)?, true).await?;
+            let mut e = launch_sampled(input, place, command_of(input)?).await?;
             explain_exit(&mut e);
             Ok(e)
         }
     }
+}
+
+fn sampler_config(input: &RunProfilerInput, place: &RunPlace, jsonl: PathBuf) -> SamplerConfig {
+    SamplerConfig {
+        rate_hz: input.options.rate_hz.unwrap_or(100.0),
+        jsonl: Some(jsonl),
+        samples_taken: Some(place.samples_taken.clone()),
+        ..Default::default()
+    }
+}
+
+/// Start `argv` with the /proc sampler attached to it from its first instant, and finish the execution with the sampler's summary and timeline.
+async fn launch_sampled(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    argv: Vec<String>,
+) -> Result<Execution, RunError> {
+    let jsonl = artifact_path(input, place, ArtifactKind::ProcfsJsonl);
+    let config = sampler_config(input, place, jsonl.clone());
+    let mut sampler: Option<Sampler> = None;
+    let outcome = launch(input, place, &argv, timeout_of(input), |pid| {
+        sampler = Some(Sampler::start(pid, config));
+    })
+    .await?;
+    let mut e = finish(&outcome, argv, place);
+    if let Some(s) = sampler {
+        e.metrics.procfs = Some(s.stop());
+        e.artifacts.extend(file_artifact(jsonl, ArtifactKind::ProcfsJsonl));
+    }
+    Ok(e)
 }

@@ -2,7 +2,7 @@
 //! stacks. It samples from inside the process through a profiling hook, so it needs no ptrace
 //! (py-spy does), and it starts scripts and `-m` modules alike.
 
-use super::*;
+use crate::*;
 
 pub(crate) async fn pyinstrument(
     input: &RunProfilerInput,
@@ -15,7 +15,7 @@ pub(crate) async fn pyinstrument(
         rest[0] = place.cwd.join(&rest[0]).to_string_lossy().into_owned();
     }
     let python = argv[0].clone();
-    let session = place.dir.join("pyinstrument.pyisession");
+    let session = artifact_path(input, place, ArtifactKind::PyinstrumentSession);
     let interval_s = 1.0 / input.options.rate_hz.unwrap_or(100.0);
     argv.extend([
         "-m".into(),
@@ -34,7 +34,7 @@ pub(crate) async fn pyinstrument(
         return Ok(e);
     }
     let parsed = system_profile_parse::pyinstrument_session::to_folded(&read(&session));
-    let folded = place.dir.join("pyinstrument.folded");
+    let folded = artifact_path(input, place, ArtifactKind::Folded);
     if session.exists() {
         e.warnings.extend(
             parsed
@@ -56,15 +56,15 @@ pub(crate) async fn pyinstrument(
     if stacks.total_samples > 0 {
         e.metrics.stacks = Some(stacks);
     }
-    let svg = place.dir.join("flamegraph.svg");
+    let svg = artifact_path(input, place, ArtifactKind::FlamegraphSvg);
     let title = input.label.clone().unwrap_or_else(|| "pyinstrument".into());
     if let Some(w) = flamegraph(&parsed.value, &title, &svg) {
         e.warnings.push(w);
     }
     e.artifacts
-        .extend(file_artifact(session, "pyinstrument_session"));
-    e.artifacts.extend(file_artifact(folded, "folded"));
-    e.artifacts.extend(file_artifact(svg, "flamegraph_svg"));
+        .extend(file_artifact(session, ArtifactKind::PyinstrumentSession));
+    e.artifacts.extend(file_artifact(folded, ArtifactKind::Folded));
+    e.artifacts.extend(file_artifact(svg, ArtifactKind::FlamegraphSvg));
     explain_exit(&mut e);
     Ok(e)
 }

@@ -1,6 +1,6 @@
 //! `torch_profiler`: the target inside `torch.profiler.profile`, its Kineto trace analysed.
 
-use super::*;
+use crate::*;
 use system_profile_model::trace::{TraceFile, TraceReport};
 use system_profile_parse::launcher::{launcher_name, read_launcher};
 
@@ -208,7 +208,7 @@ pub(crate) async fn torch_profiler(
             });
         }
         for t in traces {
-            e.artifacts.extend(file_artifact(t, "kineto_trace"));
+            e.artifacts.extend(file_artifact(t, ArtifactKind::KinetoTrace));
         }
     }
     analysed.sort_by_key(|t| t.analysis.rank);
@@ -235,7 +235,7 @@ pub(crate) async fn torch_profiler(
     }
     for name in state_files(&place.dir) {
         e.artifacts
-            .extend(file_artifact(name, "torch_profiler_state"));
+            .extend(file_artifact(name, ArtifactKind::TorchProfilerState));
     }
     explain_exit(&mut e);
     Ok(e)

@@ -1,6 +1,6 @@
 //! `tracemalloc`: the script's leading imports weighed untraced, then the script traced.
 
-use super::*;
+use crate::*;
 
 /// Runs the target's script or `-m` module under tracemalloc from its first line: a thread
 /// records [t, current, peak] every interval and takes a snapshot whenever the traced memory
@@ -145,7 +145,7 @@ pub(crate) async fn tracemalloc(
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
     let (mut argv, script) = split_python(input)?;
-    let report = place.dir.join("tracemalloc.json");
+    let report = artifact_path(input, place, ArtifactKind::TracemallocJson);
     let depth = input.options.traceback_depth.unwrap_or(1).clamp(1, 256);
     let interval = input.options.interval_s.unwrap_or(0.1).max(0.01);
     argv.extend([
@@ -171,7 +171,7 @@ pub(crate) async fn tracemalloc(
         );
     }
     e.artifacts
-        .extend(file_artifact(report, "tracemalloc_json"));
+        .extend(file_artifact(report, ArtifactKind::TracemallocJson));
     explain_exit(&mut e);
     Ok(e)
 }

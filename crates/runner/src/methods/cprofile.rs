@@ -1,6 +1,6 @@
 //! `cprofile`: the target under `python -m cProfile`, its pstats turned into JSON.
 
-use super::*;
+use crate::*;
 
 /// Reads a pstats file and prints its rows as JSON (see `parse::cprofile_json`).
 pub(crate) const PSTATS_TO_JSON: &str = "import json, pstats, sys\nst = pstats.Stats(sys.argv[1])\nrows = [[f, l, n, cc, nc, tt, ct] for (f, l, n), (cc, nc, tt, ct, _) in st.stats.items()]\nwith open(sys.argv[2], 'w') as out:\n    json.dump(rows, out)\n";
@@ -38,7 +38,7 @@ pub(crate) async fn cprofile(
 ) -> Result<Execution, RunError> {
     let (mut argv, rest) = split_python(input)?;
     let python = argv[0].clone();
-    let pstats = place.dir.join("cprofile.pstats");
+    let pstats = artifact_path(input, place, ArtifactKind::Pstats);
     // The interpreter's own options stay before the runner; the script or `-m module` after.
     argv.extend([
         "-c".into(),
@@ -52,7 +52,7 @@ pub(crate) async fn cprofile(
     if let Some(code) = e.argv.iter_mut().find(|a| a.as_str() == CPROFILE_RUNNER) {
         *code = "<cprofile runner>".into();
     }
-    let rows = place.dir.join("cprofile.json");
+    let rows = artifact_path(input, place, ArtifactKind::CprofileJson);
     let convert = CommandSpec::new([
         python.as_str(),
         "-c",
@@ -72,8 +72,8 @@ pub(crate) async fn cprofile(
         )),
         Err(err) => e.warnings.push(format!("the profile could not be read back: {err}")),
     }
-    e.artifacts.extend(file_artifact(pstats, "pstats"));
-    e.artifacts.extend(file_artifact(rows, "cprofile_json"));
+    e.artifacts.extend(file_artifact(pstats, ArtifactKind::Pstats));
+    e.artifacts.extend(file_artifact(rows, ArtifactKind::CprofileJson));
     explain_exit(&mut e);
     Ok(e)
 }

@@ -1,6 +1,6 @@
 //! `nccl_debug`: the target with `NCCL_DEBUG=INFO`, one log per process, parsed.
 
-use super::*;
+use crate::*;
 
 /// The command with `NCCL_DEBUG=INFO`, every process writing its own log
 /// (`NCCL_DEBUG_FILE=<run>/nccl.%h.%p.log`), then the logs parsed together.
@@ -70,7 +70,7 @@ pub(crate) async fn nccl_debug(
         e.metrics.nccl_tests = Some(tests.value);
     }
     for log in logs {
-        e.artifacts.extend(file_artifact(log, "nccl_log"));
+        e.artifacts.extend(file_artifact(log, ArtifactKind::NcclLog));
     }
     explain_exit(&mut e);
     Ok(e)

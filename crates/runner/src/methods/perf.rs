@@ -1,6 +1,6 @@
 //! `perf_stat` and `perf_record` (and what both need: events, the attach target).
 
-use super::*;
+use crate::*;
 
 /// The counters asked for, or a default set that every Linux machine has in software and
 /// most have in hardware.
@@ -52,7 +52,7 @@ pub(crate) async fn perf_stat(
     input: &RunProfilerInput,
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
-    let csv = place.dir.join("perf-stat.csv");
+    let csv = artifact_path(input, place, ArtifactKind::PerfStatCsv);
     let mut argv: Vec<String> = vec![
         "perf".into(),
         "stat".into(),
@@ -93,7 +93,7 @@ pub(crate) async fn perf_stat(
         stat.attached_pids = i;
     }
     e.metrics.perf_stat = Some(stat);
-    e.artifacts.extend(file_artifact(csv, "perf_stat_csv"));
+    e.artifacts.extend(file_artifact(csv, ArtifactKind::PerfStatCsv));
     explain_exit(&mut e);
     Ok(e)
 }
@@ -116,7 +116,7 @@ pub(crate) async fn perf_record(
     input: &RunProfilerInput,
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
-    let data = place.dir.join("perf.data");
+    let data = artifact_path(input, place, ArtifactKind::PerfData);
     let events = if input.options.events.is_empty() {
         "cpu-clock".to_string()
     } else {
@@ -140,9 +140,9 @@ pub(crate) async fn perf_record(
     argv.extend(perf_target(input)?);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
-    e.artifacts.extend(file_artifact(data.clone(), "perf_data"));
+    e.artifacts.extend(file_artifact(data.clone(), ArtifactKind::PerfData));
     // perf script writes the samples as text; inferno folds them.
-    let script = place.dir.join("perf.script");
+    let script = artifact_path(input, place, ArtifactKind::PerfScript);
     let spec = CommandSpec::new([
         "perf".to_string(),
         "script".to_string(),
@@ -158,7 +158,7 @@ pub(crate) async fn perf_record(
     };
     match system_profile_exec::run(&spec, &opts).await {
         Ok(o) if o.exit.success() => {
-            let folded_path = place.dir.join("perf.folded");
+            let folded_path = artifact_path(input, place, ArtifactKind::Folded);
             let collapsed = std::fs::File::open(&script).and_then(|input_file| {
                 let out = std::fs::File::create(&folded_path)?;
                 use inferno::collapse::Collapse;
@@ -174,19 +174,19 @@ pub(crate) async fn perf_record(
                     let mut stacks = system_profile_parse::folded::parse(&text).value;
                     stacks.sample_period_s = Some(1.0 / rate);
                     e.metrics.stacks = Some(stacks);
-                    e.artifacts.extend(file_artifact(folded_path, "folded"));
-                    let svg = place.dir.join("flamegraph.svg");
+                    e.artifacts.extend(file_artifact(folded_path, ArtifactKind::Folded));
+                    let svg = artifact_path(input, place, ArtifactKind::FlamegraphSvg);
                     let title = input.label.clone().unwrap_or_else(|| "perf record".into());
                     if let Some(w) = flamegraph(&text, &title, &svg) {
                         e.warnings.push(w);
                     }
-                    e.artifacts.extend(file_artifact(svg, "flamegraph_svg"));
+                    e.artifacts.extend(file_artifact(svg, ArtifactKind::FlamegraphSvg));
                 }
                 Err(err) => e
                     .warnings
                     .push(format!("perf script output could not be folded: {err}")),
             }
-            e.artifacts.extend(file_artifact(script, "perf_script"));
+            e.artifacts.extend(file_artifact(script, ArtifactKind::PerfScript));
         }
         Ok(o) => e.warnings.push(format!(
             "perf script failed: {}",

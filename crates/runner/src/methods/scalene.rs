@@ -2,7 +2,7 @@
 //! run) through `py/scalene_runner.py`, its JSON read into the line view, the hotspots and
 //! the allocation sites.
 
-use super::*;
+use crate::*;
 
 /// Starts Scalene with its torch.profiler integration off (why: in the file).
 pub(crate) const SCALENE_RUNNER: &str = include_str!("py/scalene_runner.py");
@@ -27,7 +27,7 @@ pub(crate) async fn scalene(
             format!("cannot write {}: {e}", runner.display()),
         )
     })?;
-    let profile = place.dir.join("scalene.json");
+    let profile = artifact_path(input, place, ArtifactKind::ScaleneJson);
     let mode = if input.options.profile_memory == Some(false) {
         "cpu"
     } else {
@@ -68,7 +68,7 @@ pub(crate) async fn scalene(
         e.warnings
             .push("scalene wrote no profile: the target was killed, or Scalene failed to start (see stderr_tail)".into());
     }
-    e.artifacts.extend(file_artifact(profile, "scalene_json"));
+    e.artifacts.extend(file_artifact(profile, ArtifactKind::ScaleneJson));
     explain_exit(&mut e);
     Ok(e)
 }

@@ -1,6 +1,6 @@
 //! `line_profiler` on one function (and `function_of`, which `memory_profiler` shares).
 
-use super::*;
+use crate::*;
 
 /// Reads a line_profiler stats file and prints one function's lines as JSON: argv is the
 /// .lprof file, the script, the function's qualified name and the output path. The function's
@@ -59,7 +59,7 @@ pub(crate) async fn line_profiler(
     let (file, qualname) = function_of(input)?;
     let (interpreter, script) = split_python(input)?;
     let python = interpreter[0].clone();
-    let lprof = place.dir.join("line_profiler.lprof");
+    let lprof = artifact_path(input, place, ArtifactKind::Lprof);
     // kernprof profiles every function of the file the function is in (`-p FILE`); the
     // converter keeps the one asked for.
     let mut argv = interpreter;
@@ -78,7 +78,7 @@ pub(crate) async fn line_profiler(
     if module_missing(&mut e, "kernprof", "line_profiler", &python) {
         return Ok(e);
     }
-    let rows = place.dir.join("line_profiler.json");
+    let rows = artifact_path(input, place, ArtifactKind::LineProfilerJson);
     let convert = CommandSpec::new([
         python.as_str(),
         "-c",
@@ -110,9 +110,9 @@ pub(crate) async fn line_profiler(
             .warnings
             .push(format!("the line profile could not be read back: {err}")),
     }
-    e.artifacts.extend(file_artifact(lprof, "lprof"));
+    e.artifacts.extend(file_artifact(lprof, ArtifactKind::Lprof));
     e.artifacts
-        .extend(file_artifact(rows, "line_profiler_json"));
+        .extend(file_artifact(rows, ArtifactKind::LineProfilerJson));
     explain_exit(&mut e);
     Ok(e)
 }

@@ -1,6 +1,6 @@
 //! `strace_c`: the syscall table of a command or a PID.
 
-use super::*;
+use crate::*;
 
 /// `strace -c` of a started command, or of a PID for the window (strace detaches on SIGTERM
 /// and writes its table).
@@ -8,7 +8,7 @@ pub(crate) async fn strace_c(
     input: &RunProfilerInput,
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
-    let table = place.dir.join("strace-c.txt");
+    let table = artifact_path(input, place, ArtifactKind::StraceC);
     let mut argv: Vec<String> = vec!["strace".into(), "-c".into()];
     if input.options.subprocesses != Some(false) {
         argv.push("-f".into());
@@ -44,7 +44,7 @@ pub(crate) async fn strace_c(
             .map(|d| format!("strace -c: {}", d.message)),
     );
     e.metrics.syscalls = Some(parsed.value);
-    e.artifacts.extend(file_artifact(table, "strace_c"));
+    e.artifacts.extend(file_artifact(table, ArtifactKind::StraceC));
     if e.error.is_none() {
         explain_exit(&mut e);
     }

@@ -1,14 +1,14 @@
 //! `py_spy_record` and `py_spy_dump`.
 
-use super::*;
+use crate::*;
 
 pub(crate) async fn py_spy_record(
     input: &RunProfilerInput,
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
-    let folded = place.dir.join("py-spy.folded");
-    let o = &input.options;
-    let rate_hz = o.rate_hz.unwrap_or(100.0).round().max(1.0);
+    let folded = artifact_path(input, place, ArtifactKind::Folded);
+    let options = &input.options;
+    let rate_hz = options.rate_hz.unwrap_or(100.0).round().max(1.0);
     let mut argv: Vec<String> = vec![
         "py-spy".into(),
         "record".into(),
@@ -24,10 +24,10 @@ pub(crate) async fn py_spy_record(
     // Children are followed unless asked not to (as strace_c does): a pool's workers are
     // where a multi-process program spends its CPU, and a lone process loses nothing.
     for (flag, on) in [
-        ("--native", o.native),
-        ("--subprocesses", Some(o.subprocesses != Some(false))),
-        ("--gil", o.gil),
-        ("--idle", o.idle),
+        ("--native", options.native),
+        ("--subprocesses", Some(options.subprocesses != Some(false))),
+        ("--gil", options.gil),
+        ("--idle", options.idle),
     ] {
         if on == Some(true) {
             argv.push(flag.into());
@@ -49,7 +49,7 @@ pub(crate) async fn py_spy_record(
             // samples would pass for a profile. Under `--subprocesses` a shell can stand
             // between them and keep the target's status (py-spy samples the shell's Python
             // children); the argv goes through `"$@"`, never through the shell's parser.
-            if o.subprocesses != Some(false) {
+            if options.subprocesses != Some(false) {
                 wrapped = true;
                 argv.extend([
                     "/bin/sh".into(),
@@ -108,13 +108,13 @@ pub(crate) async fn py_spy_record(
     let mut stacks = parsed.value;
     stacks.sample_period_s = Some(1.0 / rate_hz);
     e.metrics.stacks = Some(stacks);
-    e.artifacts.extend(file_artifact(folded, "folded"));
-    let svg = place.dir.join("flamegraph.svg");
+    e.artifacts.extend(file_artifact(folded, ArtifactKind::Folded));
+    let svg = artifact_path(input, place, ArtifactKind::FlamegraphSvg);
     let title = input.label.clone().unwrap_or_else(|| "py-spy".into());
     if let Some(w) = flamegraph(&text, &title, &svg) {
         e.warnings.push(w);
     }
-    e.artifacts.extend(file_artifact(svg, "flamegraph_svg"));
+    e.artifacts.extend(file_artifact(svg, ArtifactKind::FlamegraphSvg));
     if e.status == RunStatus::Failed {
         if let Some(advice) = ptrace_refused(&e.stderr_tail).filter(|_| attach) {
             e.error = Some(advice);
@@ -190,9 +190,9 @@ pub(crate) async fn py_spy_dump(
     )
     .await?;
     let mut e = finish(&outcome, argv, place);
-    let json = place.dir.join("py-spy-dump.json");
+    let json = artifact_path(input, place, ArtifactKind::PySpyDumpJson);
     if std::fs::write(&json, outcome.stdout.text()).is_ok() {
-        e.artifacts.extend(file_artifact(json, "py_spy_dump_json"));
+        e.artifacts.extend(file_artifact(json, ArtifactKind::PySpyDumpJson));
     }
     if e.status == RunStatus::Completed {
         let parsed = system_profile_parse::py_spy_dump::parse(&outcome.stdout.text());

@@ -1,6 +1,6 @@
 //! `memray`: `memray run`, then `memray stats --json` and a flame graph.
 
-use super::*;
+use crate::*;
 
 /// `memray run` of a script or module, then `memray stats --json` and a flame graph HTML
 /// (with leaks only when `options.leaks`), all through the target's own interpreter.
@@ -10,7 +10,7 @@ pub(crate) async fn memray(
 ) -> Result<Execution, RunError> {
     let (mut argv, script) = split_python(input)?;
     let py = argv[0].clone();
-    let capture = place.dir.join("memray.bin");
+    let capture = artifact_path(input, place, ArtifactKind::MemrayBin);
     let capture_s = capture.to_string_lossy().into_owned();
     argv.extend([
         "-m".into(),
@@ -30,9 +30,9 @@ pub(crate) async fn memray(
         return Ok(e);
     }
     e.artifacts
-        .extend(file_artifact(capture.clone(), "memray_bin"));
-    let stats = place.dir.join("memray-stats.json");
-    let flame = place.dir.join("memray-flamegraph.html");
+        .extend(file_artifact(capture.clone(), ArtifactKind::MemrayBin));
+    let stats = artifact_path(input, place, ArtifactKind::MemrayStatsJson);
+    let flame = artifact_path(input, place, ArtifactKind::MemrayFlamegraphHtml);
     let stats_s = stats.to_string_lossy().into_owned();
     let flame_s = flame.to_string_lossy().into_owned();
     let mut flame_argv = vec![
@@ -85,9 +85,9 @@ pub(crate) async fn memray(
         e.metrics.allocations = Some(parsed.value);
     }
     e.artifacts
-        .extend(file_artifact(stats, "memray_stats_json"));
+        .extend(file_artifact(stats, ArtifactKind::MemrayStatsJson));
     e.artifacts
-        .extend(file_artifact(flame, "memray_flamegraph_html"));
+        .extend(file_artifact(flame, ArtifactKind::MemrayFlamegraphHtml));
     explain_exit(&mut e);
     Ok(e)
 }

@@ -568,6 +568,7 @@ impl Engine {
             warnings: Vec::new(),
             error: None,
             not_started: None,
+            error_kind: None,
             instead_of: None,
         };
         self.runs.insert(record.clone());

@@ -672,6 +672,11 @@ mod tests {
         );
         let failed = engine.runs.get(&replaced.run_id).unwrap();
         assert!(failed.not_started.is_some(), "{failed:?}");
+        assert_eq!(
+            failed.error_kind,
+            Some(system_profile_model::run::RunErrorKind::ToolUnavailable),
+            "{failed:?}"
+        );
         assert!(
             stages
                 .lock()

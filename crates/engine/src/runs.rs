@@ -50,7 +50,10 @@ pub fn write_atomically(
 ) -> std::io::Result<()> {
     // The one atomic write of the project (temp, fsync, rename, fsync of the folder).
     let temp = path.with_extension("json.tmp");
-    system_profile_instrument::ledger::write_atomic(fs, path, &temp, bytes, mode, None)
+    let temp_name = temp
+        .file_name()
+        .map_or_else(|| ".sp.tmp".into(), |n| n.to_string_lossy().into_owned());
+    fs.write_atomic(path, &temp_name, bytes, mode, || {})
         .map_err(std::io::Error::other)
 }
 
@@ -263,10 +266,12 @@ impl RunBook {
                     rec.warnings = e.warnings;
                     rec.error = e.error;
                     rec.not_started = e.not_started;
+                    rec.error_kind = e.error_kind;
                 }
                 Err(err) => {
                     rec.status = RunStatus::Failed;
                     rec.not_started = Some(err.to_string());
+                    rec.error_kind = Some(err.kind());
                     rec.wall_s = Some(ended - rec.started_at_unix_s);
                     // A missing profiler comes with the line that installs it.
                     let hint = rec

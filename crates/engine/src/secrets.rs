@@ -132,6 +132,9 @@ fn scrub_file(scrubber: &Scrubber, path: &Path) -> Result<(), ScrubFileError> {
         if changed {
             out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
             std::fs::rename(&temp, path)?;
+            // The rename is durable once its folder is synced (as `confine::write_atomic` does).
+            let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+            std::fs::File::open(folder.unwrap_or(Path::new(".")))?.sync_all()?;
         }
         Ok(changed)
     })();

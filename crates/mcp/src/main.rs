@@ -291,11 +291,20 @@ async fn call(engine_args: EngineArgs, name: &str, arguments: &str) -> Result<Ex
     }
 }
 
-/// Write `text` to `path` through a temporary file and a rename, so no reader sees half a file.
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+/// Write `text` as `name` in the folder `out` with the project's one atomic write (temp,
+/// fsync, rename, fsync of the folder: `confine`), so no reader sees half a file.
+fn write_atomically(out: &Path, name: &str, text: &str) -> Result<()> {
+    let folder = system_profile_confine::Confined::open(out)
+        .with_context(|| format!("opening {}", out.display()))?;
+    folder
+        .write_atomic(
+            Path::new(name),
+            &format!(".{name}.tmp"),
+            text.as_bytes(),
+            0o644,
+            || {},
+        )
+        .with_context(|| format!("writing {}", out.join(name).display()))
 }
 
 fn is_schema_file(name: &str) -> bool {
@@ -343,7 +352,7 @@ fn schemas(out: &Path, check: bool) -> Result<ExitCode> {
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (name, text) in &files {
-        write_atomically(&out.join(name), text)?;
+        write_atomically(out, name, text)?;
     }
     for name in extra {
         std::fs::remove_file(out.join(name)).with_context(|| format!("removing stale {name}"))?;

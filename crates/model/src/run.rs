@@ -612,9 +612,29 @@ pub struct RunRecord {
     /// runs the step's next method instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_started: Option<String>,
+    /// Why the method could not start at all, as a kind to act on (the message is `error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<RunErrorKind>,
     /// The step's method this run stands in for, and why that one measured nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instead_of: Option<InsteadOf>,
+}
+
+/// Why a run could not start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunErrorKind {
+    /// The target does not fit the method (a PID for a method that starts the target): change
+    /// the target or the method.
+    BadTarget,
+    /// The profiler's program is not installed or not permitted: install or permit it
+    /// (`detect_tools` says how), or use the step's fallback.
+    ToolUnavailable,
+    /// The run's folder could not be written.
+    Io,
+    /// The target ended before the method could read it (py-spy on a program of a fraction of
+    /// a second): a method that starts inside the target sees it.
+    MissedTarget,
 }
 
 /// The method a run replaced, and why that one could not start.

@@ -62,6 +62,8 @@ pub struct Execution {
     /// is not installed for the target's interpreter), or the target ended before it could be
     /// read. A plan's pipeline runs the step's next method.
     pub not_started: Option<String>,
+    /// Why it measured nothing, as a kind to act on (with `not_started`).
+    pub error_kind: Option<RunErrorKind>,
 }
 
 /// Why a run could not start.
@@ -72,19 +74,11 @@ pub struct RunError {
     message: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunErrorKind {
-    /// The target does not fit the method (a PID for a method that starts the target).
-    BadTarget,
-    /// The profiler's program is not installed or not permitted.
-    ToolUnavailable,
-    /// The run's folder could not be written.
-    Io,
-}
+pub use system_profile_model::run::RunErrorKind;
 
 impl RunError {
-    pub fn kind(&self) -> &RunErrorKind {
-        &self.kind
+    pub fn kind(&self) -> RunErrorKind {
+        self.kind
     }
 
     fn new(kind: RunErrorKind, message: impl Into<String>) -> Self {
@@ -259,6 +253,7 @@ fn finish(outcome: &Outcome, argv: Vec<String>, place: &RunPlace) -> Execution {
         warnings,
         error: None,
         not_started: None,
+        error_kind: None,
     }
 }
 
@@ -318,6 +313,7 @@ fn module_missing(e: &mut Execution, module: &str, package: &str, python: &str) 
     let why = format!("{package} is not installed for {python}");
     e.error = Some(format!("{why}: {python} -m pip install {package}"));
     e.not_started = Some(why);
+    e.error_kind = Some(RunErrorKind::ToolUnavailable);
     true
 }
 

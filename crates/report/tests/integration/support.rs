@@ -204,6 +204,7 @@ pub fn record(
         warnings: Vec::new(),
         error: None,
         not_started: None,
+        error_kind: None,
         instead_of: None,
     }
 }

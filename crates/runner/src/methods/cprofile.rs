@@ -3,34 +3,14 @@
 use crate::*;
 
 /// Reads a pstats file and prints its rows as JSON (see `parse::cprofile_json`).
-pub(crate) const PSTATS_TO_JSON: &str = "import json, pstats, sys\nst = pstats.Stats(sys.argv[1])\nrows = [[f, l, n, cc, nc, tt, ct] for (f, l, n), (cc, nc, tt, ct, _) in st.stats.items()]\nwith open(sys.argv[2], 'w') as out:\n    json.dump(rows, out)\n";
+pub(crate) const PSTATS_TO_JSON: &str = include_str!("py/pstats_to_json.py");
 
 /// cProfile's own `python -m cProfile` set-up (the same globals, frames and `sys.argv`), less
 /// its `except SystemExit: pass`: under `-m cProfile` a program that exits with an error exits
 /// 0 and its message is lost, so a failed target passed for a completed profile. Here the
 /// stats are written and then the exit or exception goes on as the program raised it.
 /// argv: pstats path, then the script or `-m module` and its arguments.
-pub(crate) const CPROFILE_RUNNER: &str = r#"
-import cProfile, importlib.machinery, io, os, runpy, sys
-out, rest = sys.argv[1], sys.argv[2:]
-if rest[0] == "-m":
-    code = "run_module(modname, run_name='__main__', alter_sys=True)"
-    globs = {"run_module": runpy.run_module, "modname": rest[1]}
-    sys.argv[:] = rest[1:]
-else:
-    sys.path.insert(0, os.path.dirname(rest[0]))
-    with io.open_code(rest[0]) as fp:
-        code = compile(fp.read(), rest[0], "exec")
-    spec = importlib.machinery.ModuleSpec(name="__main__", loader=None, origin=rest[0])
-    globs = {"__spec__": spec, "__file__": spec.origin, "__name__": spec.name,
-             "__package__": None, "__cached__": None}
-    sys.argv[:] = rest
-prof = cProfile.Profile()
-try:
-    prof.runctx(code, globs, None)
-finally:
-    prof.dump_stats(out)
-"#;
+pub(crate) const CPROFILE_RUNNER: &str = include_str!("py/cprofile_runner.py");
 
 pub(crate) async fn cprofile(
     input: &RunProfilerInput,

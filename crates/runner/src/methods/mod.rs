@@ -148,6 +148,83 @@ mod tests {
         }
     }
 
+    fn python(args: &[&str], cwd: &std::path::Path) -> std::process::Output {
+        std::process::Command::new("python3")
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .unwrap()
+    }
+
+    /// Every Python source a method runs compiles under the interpreter the tests use.
+    #[test]
+    fn every_runner_script_compiles() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, code) in [
+            ("cprofile_runner", cprofile::CPROFILE_RUNNER),
+            ("pstats_to_json", cprofile::PSTATS_TO_JSON),
+            ("lprof_to_json", line_profiler::LPROF_TO_JSON),
+            ("memprof_runner", memory_profiler::MEMPROF_RUNNER),
+            ("torch_runner", torch_profiler::TORCH_RUNNER),
+            ("tracemalloc_runner", tracemalloc::TRACEMALLOC_RUNNER),
+            ("scalene_runner", scalene::SCALENE_RUNNER),
+        ] {
+            let out = python(
+                &[
+                    "-c",
+                    "import sys; compile(sys.argv[1], sys.argv[2], 'exec')",
+                    code,
+                    name,
+                ],
+                dir.path(),
+            );
+            assert!(
+                out.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    /// The shared launcher runs a script and a `-m` module as `python` would: `__main__`, their
+    /// own argv, the script's folder importable, and the exit status of a `SystemExit`.
+    #[test]
+    fn the_launcher_runs_scripts_and_modules_as_python_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("app");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("helper.py"), "VALUE = 7\n").unwrap();
+        let body = "import sys, helper\nprint(__name__, sys.argv, helper.VALUE)\ncode = sys.argv[-1]\nraise SystemExit(int(code) if code.isdigit() else code)\n";
+        std::fs::write(sub.join("main.py"), body).unwrap();
+        std::fs::write(sub.join("mod.py"), body).unwrap();
+        let launcher = format!(
+            "{}\ntry:\n    run_target(sys.argv[1:])\nexcept SystemExit as e:\n    print('status', exit_status(e))",
+            include_str!("py/sp_launch.py")
+        );
+        let launcher = format!("import sys\n{launcher}");
+        let out = python(&["-c", &launcher, "app/main.py", "a", "3"], dir.path());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            text,
+            "__main__ ['app/main.py', 'a', '3'] 7\nstatus 3\n",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = std::process::Command::new("python3")
+            .args(["-c", &launcher, "-m", "mod", "b", "x"])
+            .current_dir(dir.path())
+            .env("PYTHONPATH", &sub)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.starts_with("__main__ ['"),
+            "{text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.ends_with("mod.py', 'b', 'x'] 7\nstatus 1\n"), "{text}");
+    }
+
     #[test]
     fn every_method_is_registered_once() {
         for m in Method::ALL {

@@ -266,6 +266,7 @@ pub(crate) fn machine_execution(argv: Vec<String>, wall_s: f64) -> Execution {
         warnings: Vec::new(),
         error: None,
         not_started: None,
+        error_kind: None,
     }
 }
 

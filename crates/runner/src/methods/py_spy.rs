@@ -71,6 +71,7 @@ pub(crate) async fn py_spy_record(
     if let Some(why) = py_spy_missed_it(&e, &status_file) {
         // Nothing of the target was seen: a plan's next method (cprofile) sees a run this short.
         e.not_started = Some(why.clone());
+        e.error_kind = Some(RunErrorKind::MissedTarget);
         e.error = Some(why);
     }
     let text = read(&folded);

@@ -39,7 +39,7 @@ async fn nvml_sampler_reads_the_gpus_or_says_why_it_cannot() {
         }
         Err(reason) => {
             let err = sampled.unwrap_err();
-            assert_eq!(err.kind(), &RunErrorKind::ToolUnavailable);
+            assert_eq!(err.kind(), RunErrorKind::ToolUnavailable);
             assert!(
                 err.to_string().contains("NVML could not be loaded"),
                 "{err}"
@@ -137,7 +137,7 @@ async fn nvidia_smi_dmon_and_query_beside_the_machine_and_a_command() {
     let err = execute(&none, &place(&dir.path().join("none")))
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), &RunErrorKind::ToolUnavailable, "{err}");
+    assert_eq!(err.kind(), RunErrorKind::ToolUnavailable, "{err}");
 }
 
 /// NCCL cannot run here (no GPU), so the program stands in for a job's ranks: two processes

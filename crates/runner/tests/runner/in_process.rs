@@ -141,3 +141,44 @@ async fn scalene_finds_the_hot_function_and_the_line_that_allocates() {
     .unwrap_err();
     assert!(err.to_string().contains("pyinstrument"), "{err}");
 }
+
+/// An interpreter without the method's module: the run measured nothing, and says why, how to
+/// install it, and as what kind of failure (the pipeline's fallback reads it).
+#[tokio::test]
+async fn a_method_missing_from_the_targets_interpreter_did_not_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let venv = dir.path().join("bare");
+    let made = Command::new(python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let bare = venv.join("bin/python").to_string_lossy().into_owned();
+    let script = dir.path().join("hello.py");
+    std::fs::write(&script, "print('hello')\n").unwrap();
+    let e = execute(
+        &input(
+            Method::Pyinstrument,
+            command(&[&bare, &script.to_string_lossy()]),
+        ),
+        &place(dir.path()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        e.error_kind,
+        Some(system_profile_runner::RunErrorKind::ToolUnavailable),
+        "{e:?}"
+    );
+    let why = e.not_started.as_deref().unwrap();
+    assert!(why.contains("pyinstrument is not installed"), "{why}");
+    assert!(
+        e.error
+            .as_deref()
+            .unwrap()
+            .contains("-m pip install pyinstrument"),
+        "{e:?}"
+    );
+    assert!(e.metrics.stacks.is_none());
+}

@@ -155,7 +155,7 @@ async fn targets_that_do_not_fit_and_methods_not_built_are_errors_that_say_so() 
     )
     .await
     .unwrap_err();
-    assert_eq!(err.kind(), &RunErrorKind::BadTarget);
+    assert_eq!(err.kind(), RunErrorKind::BadTarget);
     assert!(err.to_string().contains("give target.command"));
     let err = execute(
         &input(Method::ProcfsSampler, RunTarget::Pid { pid: 4_194_000 }),
@@ -170,7 +170,7 @@ async fn targets_that_do_not_fit_and_methods_not_built_are_errors_that_say_so() 
     )
     .await
     .unwrap_err();
-    assert_eq!(err.kind(), &RunErrorKind::ToolUnavailable);
+    assert_eq!(err.kind(), RunErrorKind::ToolUnavailable);
     // Every method of the catalog runs; a Python-only one says what command it needs.
     assert_eq!(system_profile_runner::IMPLEMENTED.len(), Method::ALL.len());
     assert!(Method::ALL
@@ -182,7 +182,7 @@ async fn targets_that_do_not_fit_and_methods_not_built_are_errors_that_say_so() 
     )
     .await
     .unwrap_err();
-    assert_eq!(err.kind(), &RunErrorKind::BadTarget);
+    assert_eq!(err.kind(), RunErrorKind::BadTarget);
     assert!(err.to_string().contains("runs Python code"), "{err}");
 }
 

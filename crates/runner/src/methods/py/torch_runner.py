@@ -1,0 +1,81 @@
+import json, os, runpy, sys
+out_dir, schedule, shapes, memory, stack = sys.argv[1:6]
+rest = sys.argv[6:]
+rank = os.environ.get("RANK")
+tag = "" if rank is None else "-rank%s" % rank
+try:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+except Exception as e:
+    sys.stderr.write("torch cannot be imported: %s\n" % e)
+    sys.exit(97)
+acts = [ProfilerActivity.CPU]
+cuda = torch.cuda.is_available()
+if cuda:
+    acts.append(ProfilerActivity.CUDA)
+def env_int(name):
+    v = os.environ.get(name)
+    return int(v) if v is not None and v.isdigit() else None
+import socket
+state = {"steps": 0, "traces": [], "cuda": cuda, "rank": env_int("RANK"), "local_rank": env_int("LOCAL_RANK"),
+         "node_rank": env_int("GROUP_RANK"), "host": socket.gethostname(), "step_by": None}
+def ready(p):
+    path = os.path.join(out_dir, "trace%s-%d.json.gz" % (tag, len(state["traces"])))
+    p.export_chrome_trace(path)
+    state["traces"].append(path)
+kwargs = dict(activities=acts, record_shapes=shapes == "1", profile_memory=memory == "1", with_stack=stack == "1")
+if schedule:
+    w, wu, a, r = (int(x) for x in schedule.split(","))
+    kwargs["schedule"] = torch.profiler.schedule(wait=w, warmup=wu, active=a, repeat=r)
+    kwargs["on_trace_ready"] = ready
+prof = profile(**kwargs)
+# A step is an optimizer step; a loop without an optimizer (manual SGD) steps at each
+# backward, and one without backward (inference) at each outermost module forward. A weaker
+# kind steps only from its second sighting with no stronger one seen: the first iteration's
+# forward and backward come before its optimizer step, and stepping at them would spend the
+# schedule's wait and warmup inside one iteration (two whole steps traced of three active).
+STRENGTH = {"forward": 0, "backward": 1, "optimizer": 2}
+counts = {"forward": 0, "backward": 0, "optimizer": 0}
+def stepped(kind):
+    counts[kind] += 1
+    if any(n and STRENGTH[k] > STRENGTH[kind] for k, n in counts.items()):
+        return
+    if kind != "optimizer" and counts[kind] < 2:
+        return
+    state["step_by"] = kind
+    state["steps"] += 1
+    if schedule:
+        prof.step()
+from torch.optim.optimizer import register_optimizer_step_post_hook
+register_optimizer_step_post_hook(lambda optimizer, args, kw: stepped("optimizer"))
+backward = torch.autograd.backward
+def backward_then_step(*args, **kw):
+    result = backward(*args, **kw)
+    stepped("backward")
+    return result
+torch.autograd.backward = backward_then_step
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+depth = [0]
+def entered(module, args):
+    depth[0] += 1
+def left(module, args, result):
+    depth[0] -= 1
+    if depth[0] == 0:
+        stepped("forward")
+register_module_forward_pre_hook(entered)
+register_module_forward_hook(left)
+code = 0
+prof.__enter__()
+try:
+    run_target(rest)
+except SystemExit as e:
+    code = exit_status(e)
+finally:
+    prof.__exit__(None, None, None)
+    if not schedule:
+        path = os.path.join(out_dir, "trace%s.json.gz" % tag)
+        prof.export_chrome_trace(path)
+        state["traces"].append(path)
+    with open(os.path.join(out_dir, "torch-profiler%s.json" % tag), "w") as f:
+        json.dump(state, f)
+sys.exit(code)

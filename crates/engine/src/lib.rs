@@ -101,10 +101,7 @@ impl Progress {
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("invalid `{field}`: {message}")]
-    InvalidInput {
-        field: &'static str,
-        message: String,
-    },
+    InvalidInput { field: String, message: String },
     /// The tool ran and could not do its job (a profiler missing, a run that failed to start).
     #[error("{message}")]
     Failed { message: String },
@@ -125,10 +122,22 @@ pub struct Engine {
     targets: std::sync::Mutex<Vec<Target>>,
 }
 
+/// The input's numbers within the bounds its schema states (`model::validate`: one statement
+/// of each bound, the schema's).
+fn in_range<T: schemars::JsonSchema + serde::Serialize>(input: &T) -> Result<(), EngineError> {
+    system_profile_model::validate::check_ranges(input).map_err(|e| EngineError::InvalidInput {
+        field: e.field,
+        message: e.message,
+    })
+}
+
 fn instrument_error(e: system_profile_instrument::InstrumentError) -> EngineError {
     use system_profile_instrument::InstrumentError as E;
     match e {
-        E::Refused { field, message } => EngineError::InvalidInput { field, message },
+        E::Refused { field, message } => EngineError::InvalidInput {
+            field: field.into(),
+            message,
+        },
         other => EngineError::Failed {
             message: other.to_string(),
         },
@@ -139,7 +148,7 @@ fn report_error(e: system_profile_report::ReportError) -> EngineError {
     match e.kind() {
         system_profile_report::ReportErrorKind::InvalidInput { field } => {
             EngineError::InvalidInput {
-                field,
+                field: field.into(),
                 message: e.to_string(),
             }
         }
@@ -223,7 +232,7 @@ impl Engine {
         };
         if !dir.is_dir() {
             return Err(EngineError::InvalidInput {
-                field: "cwd",
+                field: "cwd".into(),
                 message: format!(
                     "{} is not a directory; give a directory that exists (relative to {})",
                     dir.display(),
@@ -235,7 +244,7 @@ impl Engine {
         let dir = dir.canonicalize().unwrap_or(dir);
         if !dir.starts_with(&self.root) {
             return Err(EngineError::InvalidInput {
-                field: "cwd",
+                field: "cwd".into(),
                 message: format!(
                     "{} is outside the server's root {}: start the server with --root above it",
                     dir.display(),
@@ -249,7 +258,7 @@ impl Engine {
     fn python_arg(&self, python: Option<&str>) -> Result<Option<String>, EngineError> {
         match python.map(str::trim) {
             Some("") => Err(EngineError::InvalidInput {
-                field: "python",
+                field: "python".into(),
                 message: "empty interpreter name; omit it for the default or give a path".into(),
             }),
             other => Ok(other.map(str::to_string)),
@@ -262,7 +271,7 @@ impl Engine {
         const MAX_ARGUMENTS_BYTES: usize = 16 * 1024;
         if input.arguments.len() > MAX_ARGUMENTS_BYTES {
             return Err(EngineError::InvalidInput {
-                field: "arguments",
+                field: "arguments".into(),
                 message: format!(
                     "{} bytes; give at most {MAX_ARGUMENTS_BYTES}: a target and focus words, not a file's contents",
                     input.arguments.len()
@@ -289,7 +298,7 @@ impl Engine {
             .find(|t| t.target_id.as_deref() == Some(id.trim()))
             .cloned()
             .ok_or_else(|| EngineError::InvalidInput {
-                field: "target_id",
+                field: "target_id".into(),
                 message: format!(
                     "no target `{id}` in this session ({} identified); call identify_target, or pass `target`",
                     kept.len()
@@ -304,14 +313,7 @@ impl Engine {
         input: PlanProfileInput,
         progress: &Progress,
     ) -> Result<Plan, EngineError> {
-        if let Some(b) = input.time_budget_s {
-            if !(b.is_finite() && (1.0..=86400.0).contains(&b)) {
-                return Err(EngineError::InvalidInput {
-                    field: "time_budget_s",
-                    message: format!("{b} is out of range: give seconds between 1 and 86400"),
-                });
-            }
-        }
+        in_range(&input)?;
         let python = self.python_arg(input.python.as_deref())?;
         let mut stale = None;
         let spec = match (input.target_id.as_deref(), input.target) {
@@ -319,13 +321,13 @@ impl Engine {
             (None, Some(spec)) => spec,
             (Some(_), Some(_)) => {
                 return Err(EngineError::InvalidInput {
-                    field: "target",
+                    field: "target".into(),
                     message: "give `target_id` or `target`, not both".into(),
                 })
             }
             (None, None) => {
                 return Err(EngineError::InvalidInput {
-                    field: "target_id",
+                    field: "target_id".into(),
                     message: "give the `target_id` identify_target returned (or `target`: the raw arguments or the whole target)".into(),
                 })
             }
@@ -410,23 +412,17 @@ impl Engine {
         let python = match input.python.as_deref().map(str::trim) {
             Some("") => {
                 return Err(EngineError::InvalidInput {
-                    field: "python",
+                    field: "python".into(),
                     message: "empty interpreter name; omit it for python3 or give a path".into(),
                 })
             }
             Some(p) => p.to_string(),
             None => self.config.default_python.clone(),
         };
-        let probe_timeout = match input.probe_timeout_s {
-            None => Duration::from_secs(5),
-            Some(s) if s.is_finite() && (0.1..=120.0).contains(&s) => Duration::from_secs_f64(s),
-            Some(s) => {
-                return Err(EngineError::InvalidInput {
-                    field: "probe_timeout_s",
-                    message: format!("{s} is out of range: give seconds between 0.1 and 120"),
-                })
-            }
-        };
+        in_range(&input)?;
+        let probe_timeout = input
+            .probe_timeout_s
+            .map_or(Duration::from_secs(5), Duration::from_secs_f64);
         let mut cache = self.detect_cache.lock().await;
         if !input.refresh {
             if let Some(report) = cache.get(&python) {
@@ -491,29 +487,17 @@ impl Engine {
         input: RunProfilerInput,
         progress: &Progress,
     ) -> Result<RunRecord, EngineError> {
-        for (field, value) in [
-            ("duration_s", input.duration_s),
-            ("timeout_s", input.timeout_s),
-        ] {
-            if let Some(v) = value {
-                if !(v.is_finite() && (0.1..=86_400.0).contains(&v)) {
-                    return Err(EngineError::InvalidInput {
-                        field,
-                        message: format!("{v} is out of range: give seconds between 0.1 and 86400"),
-                    });
-                }
-            }
-        }
+        in_range(&input)?;
         if let RunTarget::System { system: false } = input.target {
             return Err(EngineError::InvalidInput {
-                field: "target",
+                field: "target".into(),
                 message: "`system` must be true (the whole machine), or give `command` or `pid`"
                     .into(),
             });
         }
         if let Some(k) = input.env.keys().find(|k| k.is_empty() || k.contains('=')) {
             return Err(EngineError::InvalidInput {
-                field: "env",
+                field: "env".into(),
                 message: format!("{k:?} is not a variable name"),
             });
         }
@@ -626,20 +610,15 @@ impl Engine {
     /// A run's record; with `wait_s`, after waiting up to that long for it to end.
     pub async fn get_run(&self, input: GetRunInput) -> Result<RunRecord, EngineError> {
         let unknown = || EngineError::InvalidInput {
-            field: "run_id",
+            field: "run_id".into(),
             message: format!(
                 "no run `{}` in this session; list_runs shows them",
                 input.run_id
             ),
         };
         self.runs.get(&input.run_id).ok_or_else(unknown)?;
+        in_range(&input)?;
         if let (Some(wait), Some(mut w)) = (input.wait_s, self.runs.watcher(&input.run_id)) {
-            if !(wait.is_finite() && (0.0..=3600.0).contains(&wait)) {
-                return Err(EngineError::InvalidInput {
-                    field: "wait_s",
-                    message: format!("{wait} is out of range: give seconds between 0 and 3600"),
-                });
-            }
             let _ = tokio::time::timeout(Duration::from_secs_f64(wait), w.wait_for(|d| *d)).await;
         }
         self.runs.get(&input.run_id).ok_or_else(unknown)
@@ -661,7 +640,7 @@ impl Engine {
         let real = joined
             .canonicalize()
             .map_err(|e| EngineError::InvalidInput {
-                field,
+                field: field.into(),
                 message: format!(
                     "{}: {e}; give a path relative to {}",
                     joined.display(),
@@ -670,7 +649,7 @@ impl Engine {
             })?;
         if !real.starts_with(&self.root) {
             return Err(EngineError::InvalidInput {
-                field,
+                field: field.into(),
                 message: format!(
                     "{} is outside the server's root {}: copy it under the root, or start the server with --root above it",
                     real.display(),
@@ -680,7 +659,7 @@ impl Engine {
         }
         if !real.is_file() {
             return Err(EngineError::InvalidInput {
-                field,
+                field: field.into(),
                 message: format!("{} is not a file", real.display()),
             });
         }
@@ -695,7 +674,7 @@ impl Engine {
     ) -> Result<TraceReport, EngineError> {
         if input.paths.is_empty() {
             return Err(EngineError::InvalidInput {
-                field: "paths",
+                field: "paths".into(),
                 message:
                     "no trace given: pass the Kineto trace files (.json or .json.gz), one per rank"
                         .into(),
@@ -780,6 +759,7 @@ impl Engine {
         &self,
         input: InstrumentFileInput,
     ) -> Result<InstrumentResult, EngineError> {
+        in_range(&input)?;
         let config = self.instrument_config();
         let _one = self.ledger_lock.lock().await;
         tokio::task::spawn_blocking(move || system_profile_instrument::instrument(&config, &input))
@@ -823,7 +803,7 @@ impl Engine {
         self.runs
             .cancel(&input.run_id)
             .ok_or_else(|| EngineError::InvalidInput {
-                field: "run_id",
+                field: "run_id".into(),
                 message: format!(
                     "no run `{}` in this session; list_runs shows them",
                     input.run_id
@@ -835,6 +815,52 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A number outside its schema's bounds is refused before anything runs, naming its field
+    /// (nested ones by their path), whichever tool it reaches.
+    #[tokio::test]
+    async fn numbers_outside_their_schema_bounds_are_refused_by_field() {
+        let root = tempfile::tempdir().unwrap();
+        let engine = Engine::new(EngineConfig {
+            root: root.path().to_path_buf(),
+            ..Default::default()
+        });
+        let field_of = |e: EngineError| match e {
+            EngineError::InvalidInput { field, message } => {
+                assert!(message.contains("out of range"), "{message}");
+                field
+            }
+            other => panic!("{other}"),
+        };
+        let err = engine
+            .detect_tools(
+                DetectToolsInput {
+                    probe_timeout_s: Some(500.0),
+                    ..Default::default()
+                },
+                &Progress::none(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(field_of(err), "probe_timeout_s");
+        let mut run: RunProfilerInput = serde_json::from_value(serde_json::json!({
+            "profiler": "procfs_sampler", "target": {"pid": 1}, "duration_s": 0.01
+        }))
+        .unwrap();
+        let err = engine
+            .run_profiler(run.clone(), &Progress::none())
+            .await
+            .unwrap_err();
+        assert_eq!(field_of(err), "duration_s");
+        run.duration_s = Some(1.0);
+        run.options.interval_s = Some(0.0);
+        let err = engine
+            .run_profiler(run, &Progress::none())
+            .await
+            .unwrap_err();
+        assert_eq!(field_of(err), "options.interval_s");
+        assert!(engine.runs.list().runs.is_empty(), "nothing was started");
+    }
 
     #[tokio::test]
     async fn second_call_is_cached_and_refresh_probes_again() {

@@ -125,7 +125,7 @@ impl Engine {
         if let Some(b) = config.budget_s {
             if !(b.is_finite() && (1.0..=86400.0).contains(&b)) {
                 return Err(EngineError::InvalidInput {
-                    field: "budget",
+                    field: "budget".into(),
                     message: format!("{b} is out of range: give seconds between 1 and 86400"),
                 });
             }
@@ -143,7 +143,7 @@ impl Engine {
             .await?;
         if target.needs_clarification {
             return Err(EngineError::InvalidInput {
-                field: "target",
+                field: "target".into(),
                 message: format!(
                     "{:?} needs clarifying: {}",
                     config.target,

@@ -1,29 +1,23 @@
-//! `analyze_trace`'s work on files: one trace read and analysed (gzip told by its magic
-//! bytes); the balance of the ranks' times is `parse::kineto::rank_balance`.
+//! `analyze_trace`'s work on files: one trace opened and handed to
+//! `parse::kineto::analyze_compressed_or_not`; the balance of the ranks' times is
+//! `parse::kineto::rank_balance`. Only the IO is here.
 
 use crate::EngineError;
 use system_profile_model::trace::TraceFile;
 
-/// Analyse one trace file, reading it as gzip when it starts with gzip's magic bytes.
+/// Analyse one trace file, compressed or not.
 pub(crate) fn analyze_file(
     path: &std::path::Path,
     shown: String,
 ) -> Result<TraceFile, EngineError> {
-    use std::io::Read;
     let failed = |e: std::io::Error| EngineError::Failed {
         message: format!("cannot read {}: {e}", path.display()),
     };
     let bytes = std::fs::metadata(path).map_err(failed)?.len();
-    let mut file = std::fs::File::open(path).map_err(failed)?;
-    let mut magic = [0u8; 2];
-    let n = file.read(&mut magic).map_err(failed)?;
-    let head = std::io::Cursor::new(magic[..n].to_vec());
-    let reader = head.chain(file);
-    let parsed = if magic[..n] == [0x1f, 0x8b] {
-        system_profile_parse::kineto::analyze_reader(flate2::read::GzDecoder::new(reader))
-    } else {
-        system_profile_parse::kineto::analyze_reader(reader)
-    };
+    let file = std::fs::File::open(path).map_err(failed)?;
+    let parsed =
+        system_profile_parse::kineto::analyze_compressed_or_not(std::io::BufReader::new(file))
+            .map_err(failed)?;
     Ok(TraceFile {
         path: shown,
         bytes,

@@ -132,7 +132,7 @@ impl ToolError {
 impl From<EngineError> for ToolError {
     fn from(e: EngineError) -> Self {
         match e {
-            EngineError::InvalidInput { field, .. } => {
+            EngineError::InvalidInput { ref field, .. } => {
                 ToolError::invalid(Some(field.to_string()), e.to_string())
             }
             EngineError::Failed { message } => ToolError {

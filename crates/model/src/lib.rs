@@ -19,6 +19,7 @@ pub mod secrets;
 pub mod target;
 pub mod topology;
 pub mod trace;
+pub mod validate;
 
 pub use diag::{Diag, Parsed};
 

@@ -677,6 +677,25 @@ fn scan<R: Read>(sc: &mut Scanner<R>, acc: &mut Acc) -> Result<(), ScanError> {
     }
 }
 
+/// Analyse a trace from `reader`, gzip-compressed or plain JSON as its first two bytes say
+/// (gzip's magic, `1f 8b`), whatever the file is named. Only reading those bytes can fail.
+pub fn analyze_compressed_or_not<R: Read>(mut reader: R) -> std::io::Result<Parsed<TraceAnalysis>> {
+    let mut magic = [0u8; 2];
+    let mut n = 0;
+    while n < magic.len() {
+        match reader.read(&mut magic[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    let whole = std::io::Cursor::new(magic[..n].to_vec()).chain(reader);
+    Ok(if magic[..n] == [0x1f, 0x8b] {
+        analyze_reader(flate2::read::GzDecoder::new(whole))
+    } else {
+        analyze_reader(whole)
+    })
+}
+
 /// Analyse a trace read from `reader` (decompress `.gz` before).
 pub fn analyze_reader<R: Read>(reader: R) -> Parsed<TraceAnalysis> {
     let mut acc = Acc::default();

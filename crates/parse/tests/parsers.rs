@@ -536,6 +536,19 @@ fn kineto(case: &str) -> system_profile_model::metrics::TraceAnalysis {
     let path = data_dir("kineto").join(format!("{case}.json.gz"));
     let file = std::fs::File::open(&path).unwrap();
     let p = system_profile_parse::kineto::analyze_reader(flate2::read::GzDecoder::new(file));
+    // The same trace read without being told it is compressed, and read decompressed: the
+    // same analysis (its first two bytes decide).
+    let compressed = std::fs::read(&path).unwrap();
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&compressed[..]),
+        &mut plain,
+    )
+    .unwrap();
+    for bytes in [&compressed, &plain] {
+        let sniffed = system_profile_parse::kineto::analyze_compressed_or_not(&bytes[..]).unwrap();
+        assert_eq!(sniffed.value, p.value, "{case}");
+    }
     // A CPU-only trace (gloo) says it has no GPU kernels; nothing else may be said.
     let cpu_only = case.starts_with("gloo-");
     assert!(

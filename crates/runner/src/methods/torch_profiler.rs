@@ -100,8 +100,15 @@ pub(crate) async fn torch_profiler(
                     format!("cannot read {}: {err}", last.display()),
                 )
             })?;
-            let mut parsed =
-                system_profile_parse::kineto::analyze_reader(flate2::read::GzDecoder::new(file));
+            let mut parsed = system_profile_parse::kineto::analyze_compressed_or_not(
+                std::io::BufReader::new(file),
+            )
+            .map_err(|err| {
+                RunError::new(
+                    RunErrorKind::Io,
+                    format!("cannot read {}: {err}", last.display()),
+                )
+            })?;
             parsed.value.rank = parsed
                 .value
                 .rank

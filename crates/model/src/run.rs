@@ -256,6 +256,13 @@ pub struct MethodSpec {
     pub overhead_note: &'static str,
     /// The files it writes; the runner names them from here.
     pub artifacts: &'static [ArtifactSpec],
+    /// Attaching to a PID goes through ptrace (refused where `ptrace_scope` or the container
+    /// forbids it).
+    pub attaches_by_ptrace: bool,
+    /// One reading, not a window: a plan gives it no `duration_s`.
+    pub instant: bool,
+    /// Methods whose measurement this one's includes: on the same target a plan keeps one.
+    pub subsumes: &'static [Method],
     pub metrics: &'static [&'static str],
 }
 
@@ -286,7 +293,9 @@ use TargetMode::{Attach, Launch, Machine};
 macro_rules! spec {
     ($m:ident, tool: $tool:expr, modes: $modes:expr, python_only: $py:expr, gpu: $gpu:expr,
      torch: $torch:expr, function: $func:expr, options: [$($opt:ident),* $(,)?], families: $fam:expr, overhead: $lvl:ident, $note:literal,
-     artifacts: [$(($kind:ident, $file:literal)),* $(,)?], metrics: $met:expr) => {
+     artifacts: [$(($kind:ident, $file:literal)),* $(,)?], metrics: $met:expr
+     $(, attaches_by_ptrace: $ptrace:literal)? $(, instant: $instant:literal)?
+     $(, subsumes: [$($sub:ident),*])?) => {
         MethodSpec {
             method: Method::$m,
             tool: $tool,
@@ -301,6 +310,9 @@ macro_rules! spec {
             overhead_note: $note,
             artifacts: &[$(ArtifactSpec { kind: ArtifactKind::$kind, file: $file }),*],
             metrics: $met,
+            attaches_by_ptrace: false $(|| $ptrace)?,
+            instant: false $(|| $instant)?,
+            subsumes: &[$($(Method::$sub),*)?],
         }
     };
 }
@@ -321,7 +333,7 @@ const SPECS: &[MethodSpec] = &[
     spec!(StraceC, tool: Some("strace"), modes: &[Launch, Attach], python_only: false, gpu: false, torch: false, function: false, options: [Subprocesses],
         families: &[F::SyscallsIo], overhead: High,
         "2x or more for syscall-heavy targets: every syscall stops the tracee",
-        artifacts: [(StraceC, "strace-c.txt")], metrics: &["syscalls", "top_syscalls_by_time", "errors"]),
+        artifacts: [(StraceC, "strace-c.txt")], metrics: &["syscalls", "top_syscalls_by_time", "errors"], attaches_by_ptrace: true),
     spec!(Cprofile, tool: Some("cprofile"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [],
         families: &[F::CpuHotspots], overhead: High,
         "1.3-2x for call-heavy code: deterministic, every call is hooked",
@@ -329,11 +341,11 @@ const SPECS: &[MethodSpec] = &[
     spec!(PySpyRecord, tool: Some("py_spy"), modes: &[Launch, Attach], python_only: true, gpu: false, torch: false, function: false, options: [RateHz, Native, Subprocesses, Gil, Idle],
         families: &[F::CpuHotspots], overhead: Negligible,
         "about 1% at 100 Hz: samples from outside the process",
-        artifacts: [(Folded, "py-spy.folded"), (FlamegraphSvg, "flamegraph.svg")], metrics: &["hotspots_self", "hotspots_total", "samples", "gil_percent"]),
+        artifacts: [(Folded, "py-spy.folded"), (FlamegraphSvg, "flamegraph.svg")], metrics: &["hotspots_self", "hotspots_total", "samples", "gil_percent"], attaches_by_ptrace: true),
     spec!(PySpyDump, tool: Some("py_spy"), modes: &[Attach], python_only: true, gpu: false, torch: false, function: false, options: [],
         families: &[F::CpuHotspots], overhead: Negligible,
         "one pause of a few milliseconds",
-        artifacts: [(PySpyDumpJson, "py-spy-dump.json")], metrics: &["threads", "stacks"]),
+        artifacts: [(PySpyDumpJson, "py-spy-dump.json")], metrics: &["threads", "stacks"], attaches_by_ptrace: true, instant: true),
     spec!(LineProfiler, tool: Some("line_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: true, options: [Function],
         families: &[F::CpuHotspots, F::BlockTiming], overhead: High,
         "2-10x inside the profiled function only; the rest runs at full speed",
@@ -361,7 +373,7 @@ const SPECS: &[MethodSpec] = &[
     spec!(Measure, tool: Some("time"), modes: &[Launch], python_only: false, gpu: false, torch: false, function: false, options: [RateHz, Gpu, Gpus],
         families: &[F::CpuUtilization, F::ContextSwitches, F::CpuMemory, F::SyscallsIo], overhead: Negligible,
         "under 1%: rusage at exit plus the /proc sampler",
-        artifacts: [(TimeV, "time-v.txt"), (ProcfsJsonl, "procfs.jsonl"), (NvmlJsonl, "nvml.jsonl")], metrics: &["wall_s", "cpu_percent", "max_rss_bytes", "voluntary_ctx_switches", "involuntary_ctx_switches", "rss_timeline"]),
+        artifacts: [(TimeV, "time-v.txt"), (ProcfsJsonl, "procfs.jsonl"), (NvmlJsonl, "nvml.jsonl")], metrics: &["wall_s", "cpu_percent", "max_rss_bytes", "voluntary_ctx_switches", "involuntary_ctx_switches", "rss_timeline"], subsumes: [TimeV, ProcfsSampler]),
     spec!(Custom, tool: None, modes: &[Launch], python_only: false, gpu: false, torch: false, function: false, options: [],
         families: &[], overhead: Negligible,
         "whatever the command costs",
@@ -401,11 +413,11 @@ const SPECS: &[MethodSpec] = &[
     spec!(NvidiaSmiTopo, tool: Some("nvidia_smi_topo"), modes: &[Machine], python_only: false, gpu: true, torch: false, function: false, options: [],
         families: &[F::Topology], overhead: Negligible,
         "none: one query",
-        artifacts: [(NvidiaSmiTopo, "topo.txt")], metrics: &["matrix", "pcie_pairs", "nvlink_pairs", "numa_affinity"]),
+        artifacts: [(NvidiaSmiTopo, "topo.txt")], metrics: &["matrix", "pcie_pairs", "nvlink_pairs", "numa_affinity"], instant: true),
     spec!(NvlinkStatus, tool: Some("nvidia_smi_nvlink"), modes: &[Machine], python_only: false, gpu: true, torch: false, function: false, options: [],
         families: &[F::Topology, F::PeerTransfers], overhead: Negligible,
         "none: one query",
-        artifacts: [(NvidiaSmiNvlink, "nvlink-status.txt"), (NvlinkCountersStart, "nvlink-counters-start.txt"), (NvlinkCountersEnd, "nvlink-counters-end.txt")], metrics: &["links", "link_speed_gbps", "inactive_links"]),
+        artifacts: [(NvidiaSmiNvlink, "nvlink-status.txt"), (NvlinkCountersStart, "nvlink-counters-start.txt"), (NvlinkCountersEnd, "nvlink-counters-end.txt")], metrics: &["links", "link_speed_gbps", "inactive_links"], instant: true),
     spec!(NcclDebug, tool: Some("nccl"), modes: &[Launch], python_only: false, gpu: true, torch: false, function: false, options: [NcclSubsys],
         families: &[F::NcclCollectives, F::Topology, F::PeerTransfers], overhead: Low,
         "a few % with INIT; COLL logs every collective and costs more",
@@ -454,7 +466,32 @@ mod tests {
             assert_eq!(*m as usize, i);
             assert_eq!(m.spec().method, *m);
             assert!(!m.spec().modes.is_empty(), "{m:?}");
+            let s = m.spec();
+            // Facts that only make sense together.
+            if s.attaches_by_ptrace {
+                assert!(s.modes.contains(&TargetMode::Attach), "{m:?}");
+            }
+            for sub in s.subsumes {
+                assert_ne!(sub, m, "{m:?}");
+                // What it subsumes, it measures: every family of the other is one of its own.
+                assert!(
+                    sub.spec().families.iter().all(|f| s.families.contains(f)),
+                    "{m:?} subsumes {sub:?}"
+                );
+            }
         }
+        assert_eq!(
+            Method::Measure.spec().subsumes,
+            &[Method::TimeV, Method::ProcfsSampler]
+        );
+        let ptrace: Vec<Method> = Method::ALL
+            .into_iter()
+            .filter(|m| m.spec().attaches_by_ptrace)
+            .collect();
+        assert_eq!(
+            ptrace,
+            vec![Method::StraceC, Method::PySpyRecord, Method::PySpyDump]
+        );
     }
 
     #[test]

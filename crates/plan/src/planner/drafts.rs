@@ -291,7 +291,7 @@ pub(super) fn draft_steps(
                         for p in eligible.into_iter().take(MAX_PER_PROCESS) {
                             let mut run = base_run(method, RunTarget::Pid { pid: p.pid });
                             // A dump is one instant; everything else observes a window.
-                            run.duration_s = (method != Method::PySpyDump).then(|| duration(step));
+                            run.duration_s = (!method.spec().instant).then(|| duration(step));
                             run.label = Some(format!("{label} — {}", label_of(p)));
                             let mut d = Draft::of(
                                 ctx,
@@ -314,8 +314,7 @@ pub(super) fn draft_steps(
                 Ok((method, mode, refused)) => {
                     record_refusals(&refused, false);
                     let mut run = base_run(method, RunTarget::System { system: true });
-                    let instant = matches!(method, Method::NvidiaSmiTopo | Method::NvlinkStatus);
-                    run.duration_s = (!instant).then(|| duration(step));
+                    run.duration_s = (!method.spec().instant).then(|| duration(step));
                     drafts.push(Draft::of(
                         ctx,
                         step,

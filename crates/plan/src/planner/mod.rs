@@ -5,17 +5,23 @@
 //! can run here (tool usable, permission granted, GPU present, mode fits the target); metric
 //! families the focus asks for and no recipe step measures are filled from the method catalog,
 //! lowest overhead first; what cannot be measured is said, with the reason.
+//!
+//! `plan` runs the phases in order (`phases`): draft the recipe's steps, dedupe (a method's
+//! spec says which others it subsumes), fill uncovered families, fit the time budget, number
+//! the steps, then say the coverage.
 
 mod drafts;
 mod families;
 mod instrumentation;
 mod options;
+mod phases;
 mod viable;
 
 use drafts::*;
 use families::*;
 use instrumentation::*;
 use options::*;
+use phases::*;
 use viable::*;
 
 use crate::recipe::{fill, Recipes};
@@ -323,6 +329,75 @@ fn recipe_for<'r>(target: &Target, recipes: &'r Recipes, python: bool) -> Option
     recipes.generic_for(target.kind, python)
 }
 
+/// The focus to plan for and where it came from: given, named in the arguments, or the
+/// recipe's default (with `gpu` added when the code uses a GPU library and a GPU is here).
+fn choose_focus(
+    ctx: &Context,
+    target: &Target,
+    recipe: &Recipe,
+    opts: &PlanOptions,
+) -> (Vec<Focus>, String) {
+    let (mut focus, mut source) = if !opts.focus.is_empty() {
+        (opts.focus.clone(), "given to plan_profile".to_string())
+    } else if !target.focus.is_empty() {
+        (target.focus.clone(), "named in the arguments".to_string())
+    } else {
+        (
+            recipe.default_focus.clone(),
+            format!("the default of the {} recipe", recipe.name),
+        )
+    };
+    if opts.focus.is_empty()
+        && target.focus.is_empty()
+        && ctx.gpu_present
+        && ctx.gpu_code()
+        && !focus.contains(&Focus::Gpu)
+    {
+        focus.push(Focus::Gpu);
+        source.push_str(&format!(
+            ", and gpu: the code uses a GPU library and this machine has {} GPU(s)",
+            ctx.gpu_count.max(1)
+        ));
+    }
+    let mut dedup = Vec::new();
+    for f in focus {
+        if !dedup.contains(&f) {
+            dedup.push(f);
+        }
+    }
+    (dedup, source)
+}
+
+/// The `instrument_file` suggestions: the recipe's rules that match the code, and for a
+/// named function or block its own timing.
+fn instrumentation_for(
+    ctx: &Context,
+    target: &Target,
+    recipe: &Recipe,
+    focus: &[Focus],
+    root: &Path,
+) -> Vec<InstrumentSuggestion> {
+    let mut instrumentation = suggest_instrumentation(ctx, recipe, focus, root);
+    if target.function.is_some() && !instrumentation.iter().any(|i| i.measure == Measure::Timing) {
+        // A named function or block always gets its own wall and CPU time.
+        let rule = InstrumentRule {
+            measure: Measure::Timing,
+            strategy: system_profile_model::instrument::Strategy::Runner,
+            calls: Vec::new(),
+            focus: Vec::new(),
+            when: When::default(),
+            why: "Wall and CPU time of the named function or block on every call (sampled), without editing the file.".into(),
+            sample_every: None,
+        };
+        let timing_only = Recipe {
+            instrument: vec![rule],
+            ..recipe.clone()
+        };
+        instrumentation.extend(suggest_instrumentation(ctx, &timing_only, focus, root));
+    }
+    instrumentation
+}
+
 /// Plan the profile of `target` with what `detect` found.
 pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &PlanOptions) -> Plan {
     let ctx = {
@@ -380,41 +455,13 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
         file: format!("recipes/{}.toml", recipe.id),
         description: recipe.description.clone(),
     });
-    let (mut focus, mut source) = if !opts.focus.is_empty() {
-        (opts.focus.clone(), "given to plan_profile".to_string())
-    } else if !target.focus.is_empty() {
-        (target.focus.clone(), "named in the arguments".to_string())
-    } else {
-        (
-            recipe.default_focus.clone(),
-            format!("the default of the {} recipe", recipe.name),
-        )
-    };
-    if opts.focus.is_empty()
-        && target.focus.is_empty()
-        && ctx.gpu_present
-        && ctx.gpu_code()
-        && !focus.contains(&Focus::Gpu)
-    {
-        focus.push(Focus::Gpu);
-        source.push_str(&format!(
-            ", and gpu: the code uses a GPU library and this machine has {} GPU(s)",
-            ctx.gpu_count.max(1)
-        ));
-    }
-    let mut dedup = Vec::new();
-    for f in focus {
-        if !dedup.contains(&f) {
-            dedup.push(f);
-        }
-    }
-    let focus = dedup;
+    let (focus, source) = choose_focus(&ctx, target, recipe, opts);
     plan.focus = focus.clone();
     plan.focus_source = source;
 
     let mut skipped = Vec::new();
     let mut notes = Vec::new();
-    let mut drafts = draft_steps(
+    let drafts = draft_steps(
         &ctx,
         opts.program_exists,
         recipe,
@@ -422,318 +469,33 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
         &mut skipped,
         &mut notes,
     );
-
-    // The same method on the same target twice measures the same thing twice; `measure` is
-    // `time -v` with the /proc sampler, so it makes either of those redundant.
-    let subsumes = |a: Method, b: Method| {
-        a == b || (a == Method::Measure && matches!(b, Method::TimeV | Method::ProcfsSampler))
-    };
-    let mut unique: Vec<Draft> = Vec::new();
-    for d in drafts.drain(..) {
-        if unique.iter().any(|u| {
-            subsumes(u.method, d.method) && u.run.target == d.run.target && u.run.env == d.run.env
-        }) {
-            continue;
-        }
-        unique.push(d);
-    }
-    let mut drafts = unique;
-
+    let drafts = dedupe(drafts);
     let (families, not_applicable) = applicable_families(&ctx, &focus);
-    let mut instrumentation = suggest_instrumentation(&ctx, recipe, &focus, &opts.root);
-    if target.function.is_some() && !instrumentation.iter().any(|i| i.measure == Measure::Timing) {
-        // A named function or block always gets its own wall and CPU time.
-        let rule = InstrumentRule {
-            measure: Measure::Timing,
-            strategy: system_profile_model::instrument::Strategy::Runner,
-            calls: Vec::new(),
-            focus: Vec::new(),
-            when: When::default(),
-            why: "Wall and CPU time of the named function or block on every call (sampled), without editing the file.".into(),
-            sample_every: None,
-        };
-        let timing_only = Recipe {
-            instrument: vec![rule],
-            ..recipe.clone()
-        };
-        instrumentation.extend(suggest_instrumentation(
-            &ctx,
-            &timing_only,
-            &focus,
-            &opts.root,
-        ));
-    }
+    let instrumentation = instrumentation_for(&ctx, target, recipe, &focus, &opts.root);
 
-    // Fill families no recipe step measures, from the catalog, lowest overhead first.
-    for fam in &families {
-        if drafts
-            .iter()
-            .any(|d| d.method.spec().families.contains(fam) || d.yields.contains(fam))
-        {
-            continue;
-        }
-        let mut candidates: Vec<Method> = Method::ALL
-            .iter()
-            .copied()
-            .filter(|m| m.spec().families.contains(fam) && *m != Method::Custom)
-            .collect();
-        candidates.sort_by_key(|m| m.spec().overhead);
-        let filler = Step {
-            name: format!("{} (added: the recipe does not measure it)", family_name(*fam)),
-            name_ja: format!("{}（レシピにないため追加）", family_name(*fam)),
-            methods: candidates,
-            per: Per::Target,
-            components: Vec::new(),
-            focus: Vec::new(),
-            when: When::default(),
-            why: format!(
-                "Covers {}, which the {} recipe does not measure; the lowest-overhead method that can run here.",
-                family_name(*fam),
-                recipe.name
-            ),
-            options: ProfilerOptions::default(),
-            duration_s: None,
-            env: BTreeMap::new(),
-            command: Vec::new(),
-            alongside: None,
-            notes: Vec::new(),
-            yields: Vec::new(),
-        };
-        let fake = Recipe {
-            steps: vec![filler],
-            ..recipe.clone()
-        };
-        let mut filler_skips = Vec::new();
-        let added = draft_steps(
-            &ctx,
-            opts.program_exists,
-            &fake,
-            &focus,
-            &mut filler_skips,
-            &mut notes,
-        );
-        if added.is_empty() {
-            // Only fixable refusals say something the user can act on.
-            skipped.extend(filler_skips.into_iter().filter(|s| s.fix.is_some()));
-        }
-        drafts.extend(added.into_iter().take(1));
-    }
+    let drafts = fill_uncovered_families(
+        &ctx,
+        recipe,
+        &focus,
+        &families,
+        opts.program_exists,
+        drafts,
+        &mut skipped,
+        &mut notes,
+    );
 
-    // The budget: shorten observation windows, then drop the last steps that still do not fit.
-    if let Some(budget) = opts.time_budget_s {
-        let windowed: f64 = drafts
-            .iter()
-            .filter(|d| d.alongside_step.is_none())
-            .filter_map(|d| d.run.duration_s)
-            .sum();
-        if windowed > budget {
-            let scale = budget / windowed;
-            for d in &mut drafts {
-                if let Some(s) = d.run.duration_s.as_mut() {
-                    *s = (*s * scale).max(MIN_WINDOW_S).round();
-                }
-            }
-            notes.push(format!(
-                "observation windows shortened to fit the {budget:.0} s budget (at least {MIN_WINDOW_S:.0} s each)"
-            ));
-        }
-        let mut total = 0.0;
-        let mut kept = Vec::new();
-        for d in drafts {
-            let cost = if d.alongside_step.is_some() {
-                0.0
-            } else {
-                d.run.duration_s.unwrap_or(0.0)
-            };
-            if total + cost > budget && cost > 0.0 {
-                skipped.push(SkippedMethod {
-                    method: d.method,
-                    tool: d.method.spec().tool.map(str::to_string),
-                    step: d.recipe_step.clone(),
-                    reason: format!(
-                        "over the time budget: {:.0} s planned before it, {cost:.0} s more would pass {budget:.0} s",
-                        total
-                    ),
-                    fix: Some("give a larger time_budget_s".into()),
-                });
-                continue;
-            }
-            total += cost;
-            kept.push(d);
-        }
-        drafts = kept;
-    }
+    let drafts = fit_budget(drafts, opts.time_budget_s, &mut skipped, &mut notes);
 
-    // Ids, alongside links and estimates.
-    let ids: Vec<String> = (1..=drafts.len()).map(|i| format!("s{i}")).collect();
-    let mut steps = Vec::new();
-    let mut estimated = 0.0;
-    let mut launches = 0;
-    for (i, d) in drafts.iter().enumerate() {
-        let spec = d.method.spec();
-        let mut notes_here = d.notes.clone();
-        let alongside = d.alongside_step.as_ref().and_then(|name| {
-            drafts
-                .iter()
-                .position(|o| &o.recipe_step == name)
-                .map(|j| ids[j].clone())
-        });
-        let mut run = d.run.clone();
-        if d.alongside_step.is_some() && alongside.is_none() {
-            notes_here.push(format!(
-                "meant to run alongside `{}`, which is not in this plan: runs on its own",
-                d.alongside_step.clone().unwrap_or_default()
-            ));
-            run.background = false;
-        }
-        if let Some(t) = ctx
-            .detect
-            .tools
-            .iter()
-            .find(|t| Some(t.id.as_str()) == spec.tool)
-        {
-            notes_here.extend(t.notes.iter().cloned());
-        }
-        let estimated_s = run.duration_s;
-        if alongside.is_none() {
-            match estimated_s {
-                Some(s) => estimated += s,
-                None if d.mode == TargetMode::Launch => launches += 1,
-                None => {}
-            }
-        }
-        steps.push(PlanStep {
-            id: ids[i].clone(),
-            method: d.method,
-            tool: spec.tool.map(str::to_string),
-            mode: d.mode,
-            title: d.title.clone(),
-            why: d.why.clone(),
-            overhead: spec.overhead,
-            overhead_note: spec.overhead_note.to_string(),
-            families: {
-                let mut f = spec.families.to_vec();
-                f.extend(d.yields.iter().filter(|y| !spec.families.contains(y)));
-                // Without a GPU a method sees nothing of one (torch_profiler records CPU
-                // operators only): it covers no GPU family, and the plan must not say so.
-                f.retain(|fam| !fam.needs_gpu() || ctx.gpu_present);
-                f
-            },
-            artifacts: spec.artifacts.iter().map(|s| s.file.to_string()).collect(),
-            metrics: spec.metrics.iter().map(|s| s.to_string()).collect(),
-            estimated_s,
-            alongside,
-            instead_of: d.instead_of.clone(),
-            notes: notes_here,
-            // The same run with another method: same target, window, label and place.
-            fallbacks: d
-                .fallbacks
-                .iter()
-                .map(|(method, options)| Fallback {
-                    method: *method,
-                    tool: method.spec().tool.map(str::to_string),
-                    run_profiler: RunProfilerInput {
-                        profiler: *method,
-                        options: options.clone(),
-                        ..run.clone()
-                    },
-                })
-                .collect(),
-            run_profiler: run,
-        });
-    }
-    if launches > 0 {
-        notes.push(format!(
-            "{launches} step(s) run the target once each; their time is the target's own run time (times the overhead), not counted in estimated_wall_s"
-        ));
-    }
+    let (steps, estimated) = into_steps(&ctx, &drafts, &mut notes);
 
-    // Coverage.
-    let mut coverage = Vec::new();
-    for fam in &families {
-        let by: Vec<String> = steps
-            .iter()
-            .filter(|s| s.families.contains(fam))
-            .map(|s| s.id.clone())
-            .collect();
-        let by_instrumentation = (!fam.needs_gpu() || ctx.gpu_present)
-            && instrumentation
-                .iter()
-                .any(|i| i.instrument_file.is_some() && measure_families(i.measure).contains(fam));
-        let status = if !by.is_empty() {
-            CoverageStatus::Covered
-        } else if by_instrumentation {
-            CoverageStatus::ByInstrumentation
-        } else {
-            CoverageStatus::Uncovered
-        };
-        let reason = (status == CoverageStatus::Uncovered).then(|| {
-            let why: Vec<String> = Method::ALL
-                .iter()
-                .filter(|m| m.spec().families.contains(fam) && **m != Method::Custom)
-                .filter_map(|m| {
-                    skipped
-                        .iter()
-                        .find(|s| s.method == *m)
-                        .map(|s| format!("{}: {}", m.id(), s.reason))
-                })
-                .collect();
-            let methods: Vec<String> = Method::ALL
-                .iter()
-                .filter(|m| m.spec().families.contains(fam))
-                .map(|m| m.id())
-                .collect();
-            let measures: Vec<&str> = [
-                (Measure::Timing, "timing"),
-                (Measure::CudaEvents, "cuda_events"),
-                (Measure::Transfers, "transfers"),
-                (Measure::Memory, "memory"),
-                (Measure::Duplicates, "duplicates"),
-                (Measure::Nccl, "nccl"),
-            ]
-            .iter()
-            .filter(|(m, _)| measure_families(*m).contains(fam))
-            .map(|(_, n)| *n)
-            .collect();
-            if why.is_empty() {
-                let by_code = if measures.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "; measurement code sees it (instrument_file measure {}) but none was placed{}",
-                        measures.join(" or "),
-                        if fam.needs_gpu() && !ctx.gpu_present { " (no GPU here)" } else { "" }
-                    )
-                };
-                if methods.is_empty() {
-                    format!("no profiler measures it{by_code}")
-                } else {
-                    format!(
-                        "none of {} can run on this target here{by_code}",
-                        methods.join(", ")
-                    )
-                }
-            } else {
-                let mut why = why;
-                why.dedup();
-                why.join("; ")
-            }
-        });
-        coverage.push(FamilyCoverage {
-            family: *fam,
-            status,
-            steps: by,
-            reason,
-        });
-    }
-    for (fam, why) in not_applicable {
-        coverage.push(FamilyCoverage {
-            family: fam,
-            status: CoverageStatus::NotApplicable,
-            steps: Vec::new(),
-            reason: Some(why),
-        });
-    }
+    let coverage = coverage(
+        &ctx,
+        &families,
+        not_applicable,
+        &steps,
+        &instrumentation,
+        &skipped,
+    );
     let mut seen_skips: Vec<(Method, String)> = Vec::new();
     skipped.retain(|s| {
         let key = (s.method, s.reason.clone());

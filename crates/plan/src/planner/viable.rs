@@ -113,10 +113,7 @@ pub(super) fn viable(ctx: &Context, method: Method, mode: TargetMode) -> Result<
             Some(_) => {}
         }
     }
-    let ptrace = matches!(
-        method,
-        Method::PySpyRecord | Method::PySpyDump | Method::StraceC
-    );
+    let ptrace = method.spec().attaches_by_ptrace;
     if mode == TargetMode::Attach && ptrace && !ctx.detect.permissions.can_attach_to_pid {
         return Err(refuse(
             format!(

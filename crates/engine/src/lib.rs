@@ -25,7 +25,7 @@ use system_profile_model::run::{
     CancelRunInput, GetRunInput, ListRunsInput, RunList, RunProfilerInput, RunRecord, RunStatus,
     RunTarget,
 };
-use system_profile_model::target::{IdentifyTargetInput, Target};
+use system_profile_model::target::{IdentifyTargetInput, Target, TargetKind};
 use system_profile_model::trace::{AnalyzeTraceInput, TraceReport};
 use system_profile_parse::kineto::rank_balance;
 use system_profile_plan::identify::{identify, IdentifyOptions};
@@ -480,6 +480,58 @@ impl Engine {
         }
     }
 
+    /// A `{"target_id": …}` target as what it names: a program's command (run in the
+    /// target's folder unless `cwd` says), a process's PID, or the machine for a focus alone.
+    fn resolve_run_target(
+        &self,
+        mut input: RunProfilerInput,
+    ) -> Result<RunProfilerInput, EngineError> {
+        let RunTarget::Identified { target_id } = &input.target else {
+            return Ok(input);
+        };
+        let t = self.target_by_id(target_id)?;
+        let invalid = |message: String| EngineError::InvalidInput {
+            field: "target.target_id".into(),
+            message,
+        };
+        let running = matches!(
+            t.kind,
+            TargetKind::Process | TargetKind::Service | TargetKind::Framework
+        );
+        input.target = match (&t.command, t.processes.as_slice()) {
+            _ if t.needs_clarification => {
+                return Err(invalid(format!(
+                    "target {target_id} is not resolved: ask its questions, then identify_target again"
+                )))
+            }
+            (_, [one]) if running => RunTarget::Pid { pid: one.pid },
+            (_, many) if running && !many.is_empty() => {
+                let pids: Vec<String> = many.iter().map(|p| p.pid.to_string()).collect();
+                return Err(invalid(format!(
+                    "target {target_id} is {} processes ({}): give target.pid for one (plan_profile plans one step per process)",
+                    many.len(),
+                    pids.join(", ")
+                )));
+            }
+            (Some(command), _) if !command.is_empty() => {
+                if input.cwd.is_none() {
+                    input.cwd = Some(t.cwd.clone());
+                }
+                RunTarget::Command {
+                    command: command.clone(),
+                    shell: false,
+                }
+            }
+            _ if t.kind == TargetKind::Focus => RunTarget::System { system: true },
+            _ => {
+                return Err(invalid(format!(
+                    "target {target_id} names no command, process or machine to run on: give target.command or target.pid"
+                )))
+            }
+        };
+        Ok(input)
+    }
+
     /// `run_profiler`, with the record of a run that could not start (`not_started`) given
     /// back as a record: the pipeline falls back from it to the step's next method.
     pub(crate) async fn run_recorded(
@@ -488,6 +540,7 @@ impl Engine {
         progress: &Progress,
     ) -> Result<RunRecord, EngineError> {
         in_range(&input)?;
+        let input = self.resolve_run_target(input)?;
         if let RunTarget::System { system: false } = input.target {
             return Err(EngineError::InvalidInput {
                 field: "target".into(),
@@ -921,6 +974,76 @@ mod tests {
             .unwrap();
         assert!(cached.cached);
         assert!(seen.lock().unwrap().is_empty());
+    }
+
+    /// run_profiler takes the `target_id` identify_target returned: a script runs as its
+    /// command in its folder, a process is attached by its PID, and the record keeps what ran.
+    #[tokio::test]
+    async fn run_profiler_takes_an_identified_target() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(
+            root.path().join("hello.py"),
+            "print('hello from the target')\n",
+        )
+        .unwrap();
+        let engine = Engine::new(EngineConfig {
+            root: root.path().to_path_buf(),
+            ..Default::default()
+        });
+        let target = engine
+            .identify_target(IdentifyTargetInput {
+                arguments: "hello.py".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(!target.needs_clarification, "{:?}", target.questions);
+        let id = target.target_id.clone().unwrap();
+        let input: RunProfilerInput = serde_json::from_value(serde_json::json!({
+            "profiler": "custom", "target": {"target_id": id}
+        }))
+        .unwrap();
+        let record = engine.run_profiler(input, &Progress::none()).await.unwrap();
+        assert_eq!(record.status, RunStatus::Completed, "{record:?}");
+        assert!(record.stdout_tail.contains("hello from the target"));
+        let RunTarget::Command { command, .. } = &record.target else {
+            panic!("{:?}", record.target)
+        };
+        assert!(command[1].ends_with("hello.py"), "{command:?}");
+
+        let sleeper = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 >/dev/null 2>&1 & echo $!"])
+            .output()
+            .unwrap();
+        let pid: u32 = String::from_utf8_lossy(&sleeper.stdout)
+            .trim()
+            .parse()
+            .unwrap();
+        let target = engine
+            .identify_target(IdentifyTargetInput {
+                arguments: format!("pid {pid}"),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let input: RunProfilerInput = serde_json::from_value(serde_json::json!({
+            "profiler": "procfs_sampler", "duration_s": 0.5,
+            "target": {"target_id": target.target_id.unwrap()}
+        }))
+        .unwrap();
+        let record = engine.run_profiler(input, &Progress::none()).await.unwrap();
+        // SAFETY: kill has no memory preconditions; the PID is the sleeper started above.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        assert_eq!(record.target, RunTarget::Pid { pid });
+        let unknown: RunProfilerInput = serde_json::from_value(serde_json::json!({
+            "profiler": "custom", "target": {"target_id": "t999"}
+        }))
+        .unwrap();
+        let err = engine
+            .run_profiler(unknown, &Progress::none())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("t999"), "{err}");
     }
 
     #[tokio::test]

@@ -20,11 +20,28 @@ const TAIL_CHARS: usize = 1000;
 /// Keys whose strings are never cut: a diff of the user's file is reviewed whole.
 const WHOLE_KEYS: [&str; 1] = ["diff"];
 
+/// The whole of a result, as `detail: "full"` asks: a report's Markdown whole, else the JSON
+/// uncut (output tails whole and printable); only our own helper's diff stays named, not shown.
+pub fn full_text(result: &Value) -> String {
+    if result["format"] != "json" {
+        if let Some(md) = result["markdown"].as_str() {
+            return md.to_string();
+        }
+    }
+    let mut v = result
+        .get("report")
+        .cloned()
+        .unwrap_or_else(|| result.clone());
+    own_files_named_not_shown(&mut v);
+    printable_tails(&mut v, None);
+    v.to_string()
+}
+
 /// The text of a JSON result.
 pub fn json_brief(result: &Value) -> String {
     let mut v = result.clone();
     own_files_named_not_shown(&mut v);
-    printable_tails(&mut v);
+    printable_tails(&mut v, Some(TAIL_CHARS));
     let whole = v.to_string();
     if whole.len() <= TEXT_BUDGET_BYTES {
         return whole;
@@ -135,10 +152,10 @@ pub fn markdown_brief(md: &str, path: &str) -> String {
 fn note(brief: &mut Value, whole: &Value, what: &str) {
     let Value::Object(m) = brief else { return };
     let where_whole = match whole.get("run_id").and_then(Value::as_str) {
-        Some(id) if whole.get("metrics").is_some() => {
-            format!("the whole record: structuredContent, or get_run {{\"run_id\": \"{id}\"}}")
-        }
-        _ => "the whole result: structuredContent".to_string(),
+        Some(id) if whole.get("metrics").is_some() => format!(
+            "the whole record: structuredContent, or get_run {{\"run_id\": \"{id}\", \"detail\": \"full\"}}"
+        ),
+        _ => "the whole result: structuredContent, or a read-only tool called again with \"detail\": \"full\"".to_string(),
     };
     m.insert(
         "_brief".into(),
@@ -214,15 +231,17 @@ fn own_files_named_not_shown(v: &mut Value) {
     }
 }
 
-/// `stdout_tail` and `stderr_tail`: their last characters, control characters as `·`.
-fn printable_tails(v: &mut Value) {
+/// `stdout_tail` and `stderr_tail`: their last `max_chars` characters (all without a
+/// limit), control characters as `·`.
+fn printable_tails(v: &mut Value, max_chars: Option<usize>) {
     let Value::Object(m) = v else { return };
     for key in ["stdout_tail", "stderr_tail"] {
         if let Some(Value::String(s)) = m.get_mut(key) {
             let n = s.chars().count();
+            let keep = max_chars.unwrap_or(n);
             let tail: String = s
                 .chars()
-                .skip(n.saturating_sub(TAIL_CHARS))
+                .skip(n.saturating_sub(keep))
                 .map(|c| {
                     if c.is_control() && c != '\n' && c != '\t' {
                         '·'
@@ -231,11 +250,7 @@ fn printable_tails(v: &mut Value) {
                     }
                 })
                 .collect();
-            *s = if n > TAIL_CHARS {
-                format!("…{tail}")
-            } else {
-                tail
-            };
+            *s = if n > keep { format!("…{tail}") } else { tail };
         }
     }
 }

@@ -138,12 +138,37 @@ async fn tools_call(params: Params<'static>, state: Arc<ServerState>) -> Answer 
             tools::names()
         )));
     };
-    let arguments = p.remove("arguments").unwrap_or(Value::Null);
+    let mut arguments = p.remove("arguments").unwrap_or(Value::Null);
+    // `detail` is the protocol's, not the tool's: "brief" (the default) sizes the text for a
+    // model, "full" gives the whole result as text.
+    let full = match arguments.as_object_mut().and_then(|m| m.remove("detail")) {
+        None => false,
+        Some(Value::String(d)) if d == "brief" => false,
+        Some(Value::String(d)) if d == "full" => true,
+        Some(other) => {
+            // Like any argument that does not fit: a result the model reads, not a protocol
+            // error.
+            let mut body = Map::new();
+            let message =
+                format!("`detail` must be \"brief\" (the default) or \"full\", not {other}");
+            body.insert(
+                "content".into(),
+                json!([{ "type": "text", "text": message }]),
+            );
+            body.insert("isError".into(), json!(true));
+            return Ok(finish_result(body, meta.era, None));
+        }
+    };
     let progress = cx::progress_for(&meta);
     let mut body = Map::new();
     match tool.call(&state.engine, arguments, &progress).await {
         Ok(value) => {
-            let mut content = vec![json!({ "type": "text", "text": tool.text(&value) })];
+            let text = if full {
+                crate::brief::full_text(&value)
+            } else {
+                tool.text(&value)
+            };
+            let mut content = vec![json!({ "type": "text", "text": text })];
             content.extend(resources::links(&state.engine.config().root, &value));
             body.insert("content".into(), Value::Array(content));
             body.insert("structuredContent".into(), value);

@@ -475,6 +475,11 @@ pub struct AllocationProfile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_allocator: Option<String>,
     pub native_traces: bool,
+    /// Every allocation was counted, the small Python objects pymalloc serves included (memray
+    /// with `python_allocators`). False: only pymalloc's arenas (memray without it) or sampled
+    /// net growth (Scalene), so the sites say where memory grew, not where objects are made.
+    #[serde(default)]
+    pub traces_python_allocators: bool,
 }
 
 /// One reading of one GPU, from NVML or from an nvidia-smi output. A field is absent when it

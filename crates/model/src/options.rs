@@ -47,6 +47,11 @@ pub struct ProfilerOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 256))]
     pub traceback_depth: Option<u32>,
+    /// Count every allocation pymalloc serves (memray's `--trace-python-allocators`); default:
+    /// yes. Without it only pymalloc's arenas are seen, so the sites rank where arenas were
+    /// requested, not where Python objects are made; off keeps a long run's capture small.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_allocators: Option<bool>,
     /// Report leaks: memory not freed at exit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leaks: Option<bool>,
@@ -113,6 +118,7 @@ pub enum OptionName {
     Function,
     TracebackDepth,
     Leaks,
+    PythonAllocators,
     DmonColumns,
     QueryFields,
     NcclSubsys,
@@ -126,7 +132,7 @@ pub enum OptionName {
 }
 
 impl OptionName {
-    pub const ALL: [OptionName; 21] = [
+    pub const ALL: [OptionName; 22] = [
         OptionName::RateHz,
         OptionName::IntervalS,
         OptionName::OutputCapBytes,
@@ -138,6 +144,7 @@ impl OptionName {
         OptionName::Function,
         OptionName::TracebackDepth,
         OptionName::Leaks,
+        OptionName::PythonAllocators,
         OptionName::DmonColumns,
         OptionName::QueryFields,
         OptionName::NcclSubsys,
@@ -181,6 +188,7 @@ impl ProfilerOptions {
                 OptionName::Function => o.function = self.function.clone(),
                 OptionName::TracebackDepth => o.traceback_depth = self.traceback_depth,
                 OptionName::Leaks => o.leaks = self.leaks,
+                OptionName::PythonAllocators => o.python_allocators = self.python_allocators,
                 OptionName::DmonColumns => o.dmon_columns = self.dmon_columns.clone(),
                 OptionName::QueryFields => o.query_fields = self.query_fields.clone(),
                 OptionName::NcclSubsys => o.nccl_subsys = self.nccl_subsys.clone(),
@@ -253,6 +261,7 @@ mod tests {
             function: Some("a.py:f".into()),
             traceback_depth: Some(4),
             leaks: Some(true),
+            python_allocators: Some(false),
             dmon_columns: Some("pu".into()),
             query_fields: vec!["index".into()],
             nccl_subsys: Some("INIT".into()),

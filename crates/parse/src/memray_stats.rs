@@ -34,6 +34,8 @@ struct Metadata {
     python_allocator: Option<String>,
     #[serde(default)]
     has_native_traces: bool,
+    #[serde(default)]
+    trace_python_allocators: bool,
 }
 
 #[derive(Deserialize)]
@@ -89,6 +91,7 @@ pub fn parse(input: &str) -> Parsed<AllocationProfile> {
                 allocator_distribution: raw.allocator_type_distribution,
                 python_allocator: raw.metadata.python_allocator,
                 native_traces: raw.metadata.has_native_traces,
+                traces_python_allocators: raw.metadata.trace_python_allocators,
             },
             diagnostics: Vec::new(),
         },

@@ -98,6 +98,7 @@ fn target_text(t: &RunTarget) -> String {
         RunTarget::Command { command, .. } => command.join(" "),
         RunTarget::Pid { pid } => format!("pid {pid}"),
         RunTarget::System { .. } => "system".into(),
+        RunTarget::Identified { target_id } => format!("target {target_id}"),
     }
 }
 

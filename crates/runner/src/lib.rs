@@ -136,7 +136,16 @@ fn command_of(input: &RunProfilerInput) -> Result<Vec<String>, RunError> {
                 input.profiler.id()
             ),
         )),
+        RunTarget::Identified { target_id } => Err(unresolved(target_id)),
     }
+}
+
+/// A `target_id` reaching the runner: the server resolves it into a command or a PID first.
+fn unresolved(target_id: &str) -> RunError {
+    RunError::new(
+        RunErrorKind::BadTarget,
+        format!("target {target_id} was not resolved into a command or a PID: give target.command or target.pid"),
+    )
 }
 
 /// Where `input`'s method writes its artifact of `kind`: the file its `MethodSpec` names, the
@@ -382,6 +391,9 @@ fn split_python(input: &RunProfilerInput) -> Result<(Vec<String>, Vec<String>), 
 /// Run `input` in `place`. The future can be dropped at any point: the run's process group
 /// dies with it, and an attached sampler stops.
 pub async fn execute(input: &RunProfilerInput, place: &RunPlace) -> Result<Execution, RunError> {
+    if let RunTarget::Identified { target_id } = &input.target {
+        return Err(unresolved(target_id));
+    }
     std::fs::create_dir_all(&place.dir).map_err(|e| {
         RunError::new(
             RunErrorKind::Io,

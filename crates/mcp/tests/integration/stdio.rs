@@ -248,6 +248,57 @@ fn every_error_case_is_answered_and_the_session_goes_on() {
     assert_eq!(r["id"], "next");
 }
 
+/// A noisy run's text is a brief; `detail: "full"` gives the whole record as text (its output
+/// tail whole and printable), and any other `detail` is an argument error the model reads.
+#[test]
+fn detail_full_gives_the_whole_result_as_text() {
+    let mut s = Server::spawn(&[]);
+    s.ask(&initialize(1, "2025-06-18"));
+    s.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let noisy = "import sys\nfor i in range(3000):\n    print('line', i, 'x' * 40)\n";
+    let call = |id: u64, tool: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": tool, "arguments": args}})
+        .to_string()
+    };
+    let r = s.ask(&call(
+        2,
+        "run_profiler",
+        json!({"profiler": "custom", "target": {"command": ["python3", "-c", noisy]}}),
+    ));
+    let brief = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(brief.len() <= 6 * 1024, "{}", brief.len());
+    let run_id = r["result"]["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shown: Value = serde_json::from_str(&brief).unwrap();
+    assert!(shown["stdout_tail"].as_str().unwrap().chars().count() <= 1001);
+    let r = s.ask(&call(
+        3,
+        "get_run",
+        json!({"run_id": run_id, "detail": "full"}),
+    ));
+    let full = r["result"]["content"][0]["text"].as_str().unwrap();
+    let whole: Value = serde_json::from_str(full).unwrap();
+    assert_eq!(whole, r["result"]["structuredContent"]);
+    assert!(whole["stdout_tail"].as_str().unwrap().contains("line 2999"));
+    assert!(full.len() > 60 * 1024, "{}", full.len());
+    let r = s.ask(&call(
+        4,
+        "get_run",
+        json!({"run_id": run_id, "detail": "all"}),
+    ));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("`detail`"));
+}
+
 #[test]
 fn ids_of_every_type_are_echoed_exactly() {
     let mut s = Server::spawn(&[]);

@@ -119,6 +119,12 @@ pub(super) fn python_allocation_site(inputs: &Inputs) -> Vec<Draft> {
         let Some(a) = &run.metrics.allocations else {
             continue;
         };
+        // Sites that did not count every allocation (pymalloc's arenas only, or Scalene's
+        // sampled net growth) say where memory grew, not where the program makes its objects:
+        // no claim of allocation rests on them (they stay in the allocation sites table).
+        if !a.traces_python_allocators {
+            continue;
+        }
         // memray ranks every place, the interpreter's imports included (Scalene only the
         // program's files); the user can change
         // only their own code: the first site under the run's directory, outside packages.

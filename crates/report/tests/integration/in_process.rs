@@ -95,14 +95,20 @@ fn both_reach_the_hotspots_citing_their_own_files() {
         let s = e.self_s.expect("own seconds");
         assert!(s > 0.0 && s < 10.0, "{}: {s}", e.tool);
     }
-    // Scalene saw 1.0 MB allocated at richards.py:12 (`import pyperf`).
-    let site = &report.allocation_sites[0];
-    assert_eq!(site.tool, "scalene");
-    assert_eq!(site.line, Some(12));
-    assert!(site
-        .source
-        .artifact
-        .as_deref()
-        .unwrap()
-        .ends_with("scalene.json"));
+    // Scalene's only allocation on richards is one ~1 MB sample at richards.py:12 (`import
+    // pyperf`): one sample landing on a line, not a site, so the report names none (the 64 MiB
+    // line of the runner's test is one), and the line view still holds it.
+    assert!(
+        report.allocation_sites.iter().all(|s| s.tool != "scalene"),
+        "{:?}",
+        report.allocation_sites
+    );
+    let usage = system_profile_parse::scalene_json::parse(
+        &std::fs::read_to_string(parse_fixture("scalene_json/richards-memory.txt")).unwrap(),
+    )
+    .value;
+    assert!(usage
+        .lines
+        .iter()
+        .any(|l| l.line == 12 && l.malloc_bytes > 0));
 }

@@ -139,14 +139,18 @@ fn every_rule_fires_where_it_must_and_not_where_it_must_not() {
 
     // load_records() holds ~59 MiB of the ~61 MiB Python heap its own code made (the runner
     // imports torch untraced first); io_wait's heap (tracemalloc too) is small.
-    // memray, which ranks every place by bytes over the run, names the same line. The line is
-    // 17, the file's as it stands after revert: instrumented, the helper's import made it 18.
+    // The line is 17, the file's as it stands after revert: instrumented, the helper's import
+    // made it 18. memray's run was captured without pymalloc's allocations (its sites are where
+    // arenas were requested, not where objects are made): it makes no claim of its own.
     let site = fired(&s.memory, "python_allocation_site");
-    assert_eq!(site.len(), 2, "{site:#?}");
-    for (r, tool) in site.iter().zip(["r002-tracemalloc", "r003-memray"]) {
-        assert!(r.title.starts_with("memory_hog.py:17 "), "{}", r.title);
-        assert_eq!(r.sources[0].run_id, tool);
-    }
+    assert_eq!(site.len(), 1, "{site:#?}");
+    assert!(
+        site[0].title.starts_with("memory_hog.py:17 "),
+        "{}",
+        site[0].title
+    );
+    assert_eq!(site[0].sources[0].run_id, "r002-tracemalloc");
+    assert!(s.memory.runs.iter().any(|r| r.run_id == "r003-memray"));
     assert!(s.io.memory.iter().any(|m| m.heap_peak_bytes.is_some()));
     assert!(fired(&s.io, "python_allocation_site").is_empty());
 

@@ -22,6 +22,12 @@ pub(crate) async fn memray(
     if input.options.native == Some(true) {
         argv.push("--native".into());
     }
+    // Every pymalloc allocation, unless asked otherwise: without it the sites rank where
+    // pymalloc requested arenas (raytrace: 12.5 MiB at `Canvas.__init__`), not where the
+    // program makes its objects (5.7 GiB at `Vector.__sub__`; BENCHMARKS.md).
+    if input.options.python_allocators != Some(false) {
+        argv.push("--trace-python-allocators".into());
+    }
     argv.extend(["-o".into(), capture_s.clone()]);
     argv.extend(script);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;

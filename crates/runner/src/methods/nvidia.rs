@@ -33,7 +33,8 @@ pub(crate) async fn nvml_sampler(
     })?;
     let jsonl = artifact_path(input, place, ArtifactKind::NvmlJsonl);
     let mut e = match &input.target {
-        RunTarget::Command { .. } => {
+        // `command_of` refuses a target the server did not resolve.
+        RunTarget::Command { .. } | RunTarget::Identified { .. } => {
             let outcome =
                 launch(input, place, &command_of(input)?, timeout_of(input), |_| {}).await?;
             let mut e = finish(&outcome, command_of(input)?, place);
@@ -138,7 +139,8 @@ pub(crate) async fn nvidia_smi(
         ..Default::default()
     };
     let mut e = match &input.target {
-        RunTarget::Command { .. } => {
+        // `command_of` refuses a target the server did not resolve.
+        RunTarget::Command { .. } | RunTarget::Identified { .. } => {
             let command = command_of(input)?;
             // nvidia-smi's run is dropped at the end of this block, which kills it: the
             // command is over.

@@ -60,8 +60,20 @@ pub(crate) async fn scalene(
         e.metrics.allocations = system_profile_parse::scalene_json::allocations(&usage);
         if e.metrics.allocations.is_some() {
             e.warnings.push(
-                "scalene's allocation figures are sampled (about one sample per MB allocated): sizes are estimates and counts are samples, not calls".into(),
+                "scalene's allocation figures are sampled (about one sample per MB of net growth): sizes are estimates and counts are samples, not calls".into(),
             );
+            let one_sample = usage
+                .lines
+                .iter()
+                .filter(|l| {
+                    l.malloc_bytes > 0 && !system_profile_parse::scalene_json::is_allocation_site(l)
+                })
+                .count();
+            if one_sample > 0 {
+                e.warnings.push(format!(
+                    "scalene: {one_sample} line(s) seen allocating once (about 1 MB) are not listed as allocation sites: one sample places a MB of net growth, it does not measure the line (metrics.line_usage keeps them)"
+                ));
+            }
         }
         e.metrics.line_usage = Some(usage);
     } else {

@@ -1,7 +1,7 @@
 use super::*;
 use std::time::Duration;
 use system_profile_model::run::ArtifactKind;
-use system_profile_model::run::RunStatus;
+use system_profile_model::run::{ProfilerOptions, RunProfilerInput, RunStatus};
 use system_profile_runner::execute;
 
 #[tokio::test]
@@ -357,6 +357,61 @@ async fn tracemalloc_imports_the_leading_imports_untraced_and_weighs_each() {
             "an import's allocation was traced: {s:?}"
         );
     }
+}
+
+/// Line 3 makes 200,000 small objects (a tuple, a string and two ints each, about 30 MB in
+/// all, each freed at once); line 6 one 5 MB buffer. pymalloc serves line 3 from a few arenas it
+/// reuses: only with its allocations counted does memray put line 3 first.
+const CHURN: &str = r#"def churn():
+    for i in range(200_000):
+        t = (i, i + 100_000, str(i))
+
+def big():
+    return bytes(5_000_000)
+
+churn()
+b = big()
+"#;
+
+#[tokio::test]
+async fn memray_counts_small_python_objects_where_they_are_made() {
+    let py = python();
+    if !module(&py, "memray") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let churn = script(dir.path(), "churn.py", CHURN);
+    let top_line = |options: ProfilerOptions| {
+        let dir = dir
+            .path()
+            .join(format!("{}", options.python_allocators.is_none()));
+        let input = RunProfilerInput {
+            options,
+            ..input(Method::Memray, command(&[&py, &churn]))
+        };
+        async move {
+            let e = execute(&input, &place(&dir)).await.unwrap();
+            assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+            let m = e.metrics.allocations.clone().expect("memray stats");
+            let own = m
+                .top_by_size
+                .iter()
+                .find(|s| s.file.ends_with("churn.py"))
+                .cloned()
+                .unwrap();
+            (own.line, m.traces_python_allocators, e.argv)
+        }
+    };
+    let (line, traced, argv) = top_line(ProfilerOptions::default()).await;
+    assert!(traced && argv.iter().any(|a| a == "--trace-python-allocators"));
+    assert_eq!(line, Some(3));
+    let (line, traced, _) = top_line(ProfilerOptions {
+        python_allocators: Some(false),
+        ..Default::default()
+    })
+    .await;
+    assert!(!traced);
+    assert_eq!(line, Some(6), "arenas only: the 5 MB buffer ranks first");
 }
 
 #[tokio::test]

@@ -46,9 +46,16 @@ fn walk(root: &Value, schema: &Value, value: &Value, path: &str) -> Result<(), O
                 (None, Some(b)) => format!("of at most {b}"),
                 (None, None) => "that is finite".into(),
             };
+            // The unit the field's name carries (`duration_s`, `output_cap_bytes`).
+            let unit = match path.rsplit('_').next() {
+                Some("s") => "seconds",
+                Some("bytes") => "bytes",
+                Some("hz") => "hertz",
+                _ => "a value",
+            };
             return Err(OutOfRange {
                 field: path.to_string(),
-                message: format!("{x} is out of range: give a value {bounds}"),
+                message: format!("{x} is out of range: give {unit} {bounds}"),
             });
         }
     }

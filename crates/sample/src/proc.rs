@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// One process as /proc shows it at the moment of reading.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -30,6 +30,12 @@ pub struct ProcessSnapshot {
 
 /// The numbers of /proc/<pid>/stat this crate uses. The comm field is in parentheses and may
 /// itself hold spaces and parentheses, so the fields are counted from the last `)`.
+///
+/// Read by hand, not through `procfs`, on one path only: the sampler re-reads the files it keeps
+/// open (`read_at` into one buffer) for every process on every detail tick, where
+/// `procfs::process::Stat::from_read` costs several times more (it parses all 52 fields and
+/// allocates the name): `cargo run --release -p system-profile-sample --example stat_parse`,
+/// BENCHMARKS.md "Reading /proc". Everything else reads /proc through `procfs`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StatFields {
     pub state: char,
@@ -94,31 +100,6 @@ pub fn parse_statm(text: &str) -> Option<StatmFields> {
     })
 }
 
-/// Split /proc/<pid>/cmdline (NUL-separated, usually NUL-terminated) into argv. A process that
-/// rewrote its title with spaces (setproctitle) shows as one argument.
-pub fn parse_cmdline(bytes: &[u8]) -> Vec<String> {
-    let bytes = bytes.strip_suffix(&[0]).unwrap_or(bytes);
-    if bytes.is_empty() {
-        return Vec::new();
-    }
-    bytes
-        .split(|b| *b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect()
-}
-
-/// The real uid of the `Uid:` line of /proc/<pid>/status.
-fn parse_status_uid(text: &str) -> Option<u32> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-}
-
-fn proc_dir(pid: u32) -> PathBuf {
-    Path::new("/proc").join(pid.to_string())
-}
-
 /// Bytes per page (sysconf), for RSS.
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
@@ -143,66 +124,72 @@ pub fn ticks_per_second() -> u64 {
 
 /// Seconds since boot, from /proc/uptime.
 pub fn uptime_s() -> Option<f64> {
-    fs::read_to_string("/proc/uptime")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    use procfs::Current;
+    procfs::Uptime::current().ok().map(|u| u.uptime)
 }
 
-/// Read one process from /proc/<pid> (stat, cmdline, comm, status); `None` when it is gone.
+/// Read one process from /proc/<pid> (stat, cmdline, status) through `procfs`; `None` when it
+/// is gone.
 pub fn read_process(pid: u32) -> Option<ProcessSnapshot> {
-    let dir = proc_dir(pid);
-    let stat = parse_stat(&fs::read_to_string(dir.join("stat")).ok()?)?;
-    let cmdline = parse_cmdline(&fs::read(dir.join("cmdline")).unwrap_or_default());
-    let comm = fs::read_to_string(dir.join("comm"))
-        .map(|c| c.trim_end_matches('\n').to_string())
-        .unwrap_or_default();
-    let uid = fs::read_to_string(dir.join("status"))
-        .ok()
-        .and_then(|s| parse_status_uid(&s))
-        .unwrap_or(u32::MAX);
+    let process = procfs::process::Process::new(i32::try_from(pid).ok()?).ok()?;
+    snapshot(&process)
+}
+
+fn snapshot(process: &procfs::process::Process) -> Option<ProcessSnapshot> {
+    let stat = process.stat().ok()?;
     Some(ProcessSnapshot {
-        pid,
-        ppid: stat.ppid,
-        comm,
+        pid: u32::try_from(stat.pid).ok()?,
+        ppid: u32::try_from(stat.ppid).unwrap_or(0),
+        comm: stat.comm.clone(),
         state: stat.state,
-        cmdline,
-        uid,
-        threads: stat.threads,
-        utime_ticks: stat.utime_ticks,
-        stime_ticks: stat.stime_ticks,
-        start_ticks: stat.start_ticks,
-        rss_bytes: stat.rss_pages * page_size(),
+        // A kernel thread or a zombie has none; one being torn down may refuse it.
+        cmdline: process.cmdline().unwrap_or_default(),
+        uid: process.status().map_or(u32::MAX, |s| s.ruid),
+        threads: u32::try_from(stat.num_threads).unwrap_or(0),
+        utime_ticks: stat.utime,
+        stime_ticks: stat.stime,
+        start_ticks: stat.starttime,
+        rss_bytes: stat.rss * page_size(),
     })
+}
+
+fn process(pid: u32) -> Option<procfs::process::Process> {
+    procfs::process::Process::new(i32::try_from(pid).ok()?).ok()
+}
+
+/// /proc/<pid>/cmdline as argv; `None` when the process is gone.
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    process(pid)?.cmdline().ok()
 }
 
 /// /proc/<pid>/exe (the program's path; needs ptrace-read access, so often absent for other
 /// users' processes).
 pub fn exe(pid: u32) -> Option<PathBuf> {
-    fs::read_link(proc_dir(pid).join("exe")).ok()
+    process(pid)?.exe().ok()
 }
 
 /// /proc/<pid>/cwd (same access rule as `exe`).
 pub fn cwd(pid: u32) -> Option<PathBuf> {
-    fs::read_link(proc_dir(pid).join("cwd")).ok()
+    process(pid)?.cwd().ok()
 }
 
 /// Paths of the shared objects in /proc/<pid>/maps whose file name starts with `prefix`
 /// (`libpython`), deduplicated in order.
 pub fn mapped_libraries(pid: u32, prefix: &str) -> Vec<String> {
-    let Ok(maps) = fs::read_to_string(proc_dir(pid).join("maps")) else {
+    let Some(maps) = process(pid).and_then(|p| p.maps().ok()) else {
         return Vec::new();
     };
     let mut found: Vec<String> = Vec::new();
-    for line in maps.lines() {
-        let Some(path) = line.split_whitespace().nth(5) else {
+    for map in maps {
+        let procfs::process::MMapPath::Path(path) = map.pathname else {
             continue;
         };
-        let name = path.rsplit('/').next().unwrap_or(path);
-        if name.starts_with(prefix) && !found.iter().any(|f| f == path) {
-            found.push(path.to_string());
+        let named = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(prefix));
+        let path = path.to_string_lossy().into_owned();
+        if named && !found.contains(&path) {
+            found.push(path);
         }
     }
     found
@@ -211,14 +198,12 @@ pub fn mapped_libraries(pid: u32, prefix: &str) -> Vec<String> {
 /// Every process readable now, in PID order. Processes that exit while being read are left
 /// out.
 pub fn list_processes() -> Vec<ProcessSnapshot> {
-    let Ok(entries) = fs::read_dir("/proc") else {
+    let Ok(all) = procfs::process::all_processes() else {
         return Vec::new();
     };
-    let mut pids: Vec<u32> = entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    pids.sort_unstable();
-    pids.into_iter().filter_map(read_process).collect()
+    let mut table: Vec<ProcessSnapshot> = all.filter_map(|p| snapshot(&p.ok()?)).collect();
+    table.sort_unstable_by_key(|p| p.pid);
+    table
 }
 
 /// Parent → children, over a table.
@@ -245,44 +230,25 @@ pub fn tree(table: &[ProcessSnapshot], pid: u32) -> Vec<u32> {
     out
 }
 
-/// Inodes of the TCP sockets listening on `port`, from /proc/net/tcp and /proc/net/tcp6
-/// (state `0A` is LISTEN; the local port is hexadecimal after the address's colon).
+/// Inodes of the TCP sockets listening on `port`, from /proc/net/tcp and /proc/net/tcp6.
 pub fn listening_inodes(port: u16) -> Vec<u64> {
-    let mut out = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = fs::read_to_string(table) else {
-            continue;
-        };
-        out.extend(parse_listening(&text, port));
-    }
-    out
-}
-
-/// The inodes of `port`'s LISTEN rows in the text of /proc/net/tcp{,6}.
-pub fn parse_listening(text: &str, port: u16) -> Vec<u64> {
-    text.lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let local_port = f.get(1)?.rsplit(':').next()?;
-            let listening = *f.get(3)? == "0A";
-            (listening && u16::from_str_radix(local_port, 16).ok()? == port)
-                .then(|| f.get(9)?.parse().ok())
-                .flatten()
-        })
+    [procfs::net::tcp(), procfs::net::tcp6()]
+        .into_iter()
+        .flat_map(Result::unwrap_or_default)
+        .filter(|e| e.state == procfs::net::TcpState::Listen && e.local_address.port() == port)
+        .map(|e| e.inode)
         .collect()
 }
 
 /// The socket inodes a process holds open, from the `socket:[inode]` links in
 /// /proc/<pid>/fd (readable for one's own processes, or with CAP_SYS_PTRACE).
 pub fn socket_inodes(pid: u32) -> Vec<u64> {
-    let Ok(fds) = fs::read_dir(proc_dir(pid).join("fd")) else {
+    let Some(fds) = process(pid).and_then(|p| p.fd().ok()) else {
         return Vec::new();
     };
-    fds.filter_map(|e| {
-        let link = fs::read_link(e.ok()?.path()).ok()?;
-        let s = link.to_str()?;
-        s.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+    fds.filter_map(|fd| match fd.ok()?.target {
+        procfs::process::FDTarget::Socket(inode) => Some(inode),
+        _ => None,
     })
     .collect()
 }
@@ -341,27 +307,15 @@ mod tests {
     }
 
     #[test]
-    fn cmdline_splits_at_nuls() {
-        assert_eq!(
-            parse_cmdline(b"python3\0train.py\0--lr\0\0"),
-            vec!["python3", "train.py", "--lr", ""]
-        );
-        assert_eq!(parse_cmdline(b"VLLM::EngineCore"), vec!["VLLM::EngineCore"]);
-        assert!(parse_cmdline(b"").is_empty());
-    }
-
-    #[test]
-    fn listening_rows_are_found_by_port() {
-        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
-   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 123456 1 0000000000000000 100 0 0 10 0\n\
-   1: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 777 1 0000000000000000 100 0 0 10 0\n";
-        assert_eq!(parse_listening(text, 8080), vec![123456]);
-        assert!(parse_listening(text, 8081).is_empty());
+    fn a_listening_socket_is_found_by_port_and_owner() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let inodes = listening_inodes(port);
         assert_eq!(inodes.len(), 1);
         assert!(socket_inodes(std::process::id()).contains(&inodes[0]));
+        // A connected socket to it is not listening.
+        let _client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        assert_eq!(listening_inodes(port), inodes);
     }
 
     #[test]
@@ -370,6 +324,16 @@ mod tests {
         assert!(me.threads >= 1);
         assert!(me.rss_bytes > 0);
         assert!(!me.cmdline.is_empty());
+        // SAFETY: getuid has no preconditions.
+        assert_eq!(me.uid, unsafe { libc::getuid() });
+        assert!(
+            mapped_libraries(me.pid, "libc")
+                .iter()
+                .any(|l| l.contains("libc")),
+            "{:?}",
+            mapped_libraries(me.pid, "libc")
+        );
+        assert!(uptime_s().unwrap() > 0.0);
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
@@ -380,6 +344,7 @@ mod tests {
         let c = table.iter().find(|p| p.pid == child.id()).unwrap();
         assert_eq!(c.ppid, std::process::id());
         assert_eq!(c.cmdline, vec!["sleep", "30"]);
+        assert_eq!(c.comm, "sleep");
         assert!(exe(child.id()).unwrap().to_string_lossy().contains("sleep"));
         child.kill().unwrap();
         child.wait().unwrap();

@@ -12,9 +12,7 @@
 //! are then read one last time, while it is still a zombie if it is.
 
 use crate::background::{pace, Background};
-use crate::proc::{
-    page_size, parse_cmdline, parse_stat, parse_statm, read_process, stat_comm, ticks_per_second,
-};
+use crate::proc::{page_size, parse_stat, parse_statm, read_process, stat_comm, ticks_per_second};
 use crate::threads::{parse_pss_bytes, reread, Threads};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -171,8 +169,8 @@ impl Tracked {
         // again then.
         if let Some(comm) = stat_comm(text).filter(|c| *c != self.name) {
             self.name = comm.to_string();
-            if let Ok(bytes) = std::fs::read(format!("/proc/{pid}/cmdline")) {
-                self.cmdline = parse_cmdline(&bytes);
+            if let Some(argv) = crate::proc::cmdline(pid) {
+                self.cmdline = argv;
             }
         }
         self.last_seen_s = now_s;

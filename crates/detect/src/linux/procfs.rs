@@ -1,53 +1,55 @@
-//! Pure parsers of /proc text. They never fail: fields they cannot read stay at defaults.
+//! /proc text as the model's types, parsed by the `procfs` crate. They never fail: what
+//! `procfs` cannot read stays at the defaults.
 
 use std::collections::BTreeSet;
 use system_profile_model::detect::{CpuInfo, MemoryInfo};
 
-/// /proc/cpuinfo: model name, vendor, sockets (distinct `physical id`), physical cores
-/// (distinct (physical id, core id)), logical CPUs (`processor` entries), MHz of the first CPU,
-/// and whether the `hypervisor` flag is set.
+/// /proc/cpuinfo, read by `procfs`: model name, vendor, sockets (distinct `physical id`),
+/// physical cores (distinct (physical id, core id)), logical CPUs (`processor` entries), MHz of
+/// the first CPU, and whether the `hypervisor` flag is set. Text `procfs` cannot read gives
+/// the defaults.
 pub fn parse_cpuinfo(text: &str) -> CpuInfo {
+    use procfs::FromBufRead;
     let mut info = CpuInfo {
         architecture: std::env::consts::ARCH.to_string(),
         ..Default::default()
     };
+    let Ok(parsed) = procfs::CpuInfo::from_buf_read(text.as_bytes()) else {
+        return info;
+    };
+    // x86 names these `model name` and `vendor_id`; Arm `Model`/`CPU implementer`, some
+    // others `cpu model`: first one found, per CPU then the fields common to all.
+    let field = |cpu: usize, keys: &[&str]| {
+        keys.iter().find_map(|k| {
+            parsed
+                .get_field(cpu, k)
+                .or_else(|| parsed.fields.get(*k).map(String::as_str))
+                .map(str::to_string)
+        })
+    };
     let mut sockets = BTreeSet::new();
     let mut cores = BTreeSet::new();
-    let mut physical_id: Option<String> = None;
-    for block in text.split("\n\n") {
-        let mut has_processor = false;
-        let mut core_id = None;
-        for line in block.lines() {
-            let Some((key, value)) = line.split_once(':') else {
-                continue;
-            };
-            let (key, value) = (key.trim(), value.trim());
-            match key {
-                "processor" => has_processor = true,
-                "model name" | "Model" | "cpu model" if info.model_name.is_none() => {
-                    info.model_name = Some(value.to_string())
-                }
-                "vendor_id" | "CPU implementer" if info.vendor.is_none() => {
-                    info.vendor = Some(value.to_string())
-                }
-                "physical id" => physical_id = Some(value.to_string()),
-                "core id" => core_id = Some(value.to_string()),
-                "cpu MHz" if info.mhz.is_none() => info.mhz = value.parse().ok(),
-                "flags" if value.split_whitespace().any(|f| f == "hypervisor") => {
-                    info.virtualized = true
-                }
-                _ => {}
-            }
+    // A block without `processor` is not a CPU (procfs keeps whatever text it was given).
+    for cpu in (0..parsed.num_cores()).filter(|c| parsed.get_field(*c, "processor").is_some()) {
+        info.model_name = info
+            .model_name
+            .or_else(|| field(cpu, &["model name", "Model", "cpu model"]));
+        info.vendor = info
+            .vendor
+            .or_else(|| field(cpu, &["vendor_id", "CPU implementer"]));
+        if info.mhz.is_none() {
+            info.mhz = field(cpu, &["cpu MHz"]).and_then(|m| m.parse().ok());
         }
-        if has_processor {
-            info.logical_cpus += 1;
-            let socket = physical_id.clone().unwrap_or_else(|| "0".into());
-            sockets.insert(socket.clone());
-            cores.insert((
-                socket,
-                core_id.unwrap_or_else(|| info.logical_cpus.to_string()),
-            ));
+        if field(cpu, &["flags"]).is_some_and(|f| f.split_whitespace().any(|f| f == "hypervisor")) {
+            info.virtualized = true;
         }
+        let socket = field(cpu, &["physical id"]).unwrap_or_else(|| "0".into());
+        sockets.insert(socket.clone());
+        cores.insert((
+            socket,
+            field(cpu, &["core id"]).unwrap_or_else(|| cpu.to_string()),
+        ));
+        info.logical_cpus += 1;
     }
     info.sockets = sockets.len().max(usize::from(info.logical_cpus > 0));
     info.physical_cores = cores.len();
@@ -59,31 +61,19 @@ pub fn parse_cpuinfo(text: &str) -> CpuInfo {
     info
 }
 
-/// /proc/meminfo: MemTotal, MemAvailable, SwapTotal and Hugepagesize, converted from kB to
-/// bytes.
+/// /proc/meminfo, read by `procfs` (kB as bytes): MemTotal, MemAvailable, SwapTotal and
+/// Hugepagesize. Text `procfs` cannot read gives the defaults.
 pub fn parse_meminfo(text: &str) -> MemoryInfo {
-    let mut mem = MemoryInfo::default();
-    for line in text.lines() {
-        let Some((key, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let mut words = rest.split_whitespace();
-        let Some(Ok(value)) = words.next().map(str::parse::<u64>) else {
-            continue;
-        };
-        let bytes = match words.next() {
-            Some("kB") => value * 1024,
-            _ => value,
-        };
-        match key {
-            "MemTotal" => mem.total_bytes = bytes,
-            "MemAvailable" => mem.available_bytes = bytes,
-            "SwapTotal" => mem.swap_total_bytes = bytes,
-            "Hugepagesize" => mem.hugepage_size_bytes = Some(bytes),
-            _ => {}
-        }
+    use procfs::FromBufRead;
+    match procfs::Meminfo::from_buf_read(text.as_bytes()) {
+        Ok(m) => MemoryInfo {
+            total_bytes: m.mem_total,
+            available_bytes: m.mem_available.unwrap_or(0),
+            swap_total_bytes: m.swap_total,
+            hugepage_size_bytes: m.hugepagesize,
+        },
+        Err(_) => MemoryInfo::default(),
     }
-    mem
 }
 
 /// Count CPUs in a Linux cpulist (`0-3,8,10-11` is 7).
@@ -129,6 +119,32 @@ mod tests {
         assert_eq!(info.physical_cores, 4);
         assert_eq!(info.threads_per_core, 2);
         assert!(!info.virtualized);
+    }
+
+    /// This machine's own files against the kernel's counts from sysconf.
+    #[test]
+    fn this_machine_agrees_with_sysconf() {
+        let cpu = parse_cpuinfo(&std::fs::read_to_string("/proc/cpuinfo").unwrap());
+        // SAFETY: sysconf has no preconditions.
+        let (cpus, pages, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_NPROCESSORS_CONF),
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        assert_eq!(cpu.logical_cpus as i64, cpus);
+        assert!(cpu.model_name.is_some() || cfg!(not(target_arch = "x86_64")));
+        let mem = parse_meminfo(&std::fs::read_to_string("/proc/meminfo").unwrap());
+        let total = (pages as u64) * (page as u64);
+        // MemTotal is the kernel's usable memory; the physical pages sysconf counts are it.
+        let ratio = mem.total_bytes as f64 / total as f64;
+        assert!(
+            (0.99..1.01).contains(&ratio),
+            "{} vs {total}",
+            mem.total_bytes
+        );
+        assert!(mem.available_bytes > 0 && mem.available_bytes <= mem.total_bytes);
     }
 
     #[test]

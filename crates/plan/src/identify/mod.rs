@@ -123,6 +123,24 @@ struct Reading {
     unrecognized: Vec<String>,
 }
 
+/// The words of what the user typed: shell-like splitting after full-width folding, Japanese
+/// split where its script changes (no spaces between its words) unless the whole token is a
+/// path that `exists`, blank words dropped (as a name one would match every process). Pure but
+/// for `exists`; a quoting problem comes back to be said.
+fn lex(arguments: &str, exists: impl Fn(&str) -> bool) -> (Vec<String>, Option<String>) {
+    let (raw, quote_problem) = split_args(&normalize(arguments));
+    let mut words: Vec<String> = Vec::new();
+    for token in raw {
+        if token.is_ascii() || exists(&token) {
+            words.push(token);
+        } else {
+            words.extend(split_scripts(&token));
+        }
+    }
+    words.retain(|w| !w.trim().is_empty());
+    (words, quote_problem)
+}
+
 /// Identify the target named by `arguments`. Never fails: what cannot be resolved is asked.
 pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes) -> Target {
     let mut b = Build {
@@ -150,22 +168,10 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
             unrecognized: Vec::new(),
         },
     };
-    let (raw, quote_problem) = split_args(&normalize(arguments));
+    let (words, quote_problem) = lex(arguments, |token| resolve_path(&opts.cwd, token).exists());
     if let Some(p) = quote_problem {
         b.evidence(p);
     }
-    // Japanese has no spaces between words: split a token where its script changes, unless
-    // the whole token is a path that exists.
-    let mut words: Vec<String> = Vec::new();
-    for token in raw {
-        if token.is_ascii() || resolve_path(&opts.cwd, &token).exists() {
-            words.push(token);
-        } else {
-            words.extend(split_scripts(&token));
-        }
-    }
-    // A blank word (`''`) names nothing; as a name it would match every process.
-    words.retain(|w| !w.trim().is_empty());
     let reading = read_words(&mut b, &words, recipes, &opts.cwd);
     b.t.unrecognized = reading.unrecognized.clone();
     let table = Table::read();
@@ -608,6 +614,27 @@ fn users_python_processes(processes: &[ProcessSnapshot], uid: u32) -> Vec<String
 #[cfg(test)]
 mod users_tests {
     use super::*;
+
+    #[test]
+    fn lexing_splits_japanese_unless_it_is_a_path_and_drops_blank_words() {
+        let nothing_exists = |_: &str| false;
+        let (words, problem) = lex("train.pyのメモリ ''", nothing_exists);
+        assert!(problem.is_none());
+        assert_eq!(
+            words[0], "train.py",
+            "split where the script changes: {words:?}"
+        );
+        assert!(words.len() >= 2, "{words:?}");
+        assert!(words.iter().all(|w| !w.trim().is_empty()), "{words:?}");
+        let (words, _) = lex("データ.py", |t| t == "データ.py");
+        assert_eq!(
+            words,
+            vec!["データ.py".to_string()],
+            "a path that exists stays whole"
+        );
+        let (_, problem) = lex("'unclosed", nothing_exists);
+        assert!(problem.is_some());
+    }
 
     fn process(pid: u32, uid: u32, argv: &[&str]) -> ProcessSnapshot {
         ProcessSnapshot {

@@ -107,7 +107,23 @@ async fn py_spy_keeps_the_status_of_a_target_that_fails() {
         .await
         .unwrap();
     let error = e.error.as_deref().unwrap_or_default();
+    // A busy machine slows the program enough for py-spy to catch it: then what it sampled is
+    // a completed run with its stacks, never a failure passed off as the target's.
+    if e.metrics
+        .stacks
+        .as_ref()
+        .is_some_and(|s| s.total_samples > 0)
+    {
+        assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+        assert_eq!(e.exit_code, Some(0));
+        assert!(e.not_started.is_none() && e.error.is_none(), "{e:?}");
+        return;
+    }
     assert_eq!(e.status, RunStatus::Failed, "{e:?}");
+    assert_eq!(
+        e.error_kind,
+        Some(system_profile_runner::RunErrorKind::MissedTarget)
+    );
     assert!(
         error.contains("the target ended") && !error.contains("exited with status"),
         "expected the target's quick end as the reason, came {error:?}"

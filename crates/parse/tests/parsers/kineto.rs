@@ -1,0 +1,245 @@
+//! Kineto traces against an independent count (crates/parse/tests/tools/kineto_check.py) and
+//! the program's own truth, each read plain and gzip-compressed.
+
+use super::*;
+
+fn kineto(case: &str) -> system_profile_model::metrics::TraceAnalysis {
+    let path = data_dir("kineto").join(format!("{case}.json.gz"));
+    let file = std::fs::File::open(&path).unwrap();
+    let p = system_profile_parse::kineto::analyze_reader(flate2::read::GzDecoder::new(file));
+    // The same trace read without being told it is compressed, and read decompressed: the
+    // same analysis (its first two bytes decide).
+    let compressed = std::fs::read(&path).unwrap();
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&compressed[..]),
+        &mut plain,
+    )
+    .unwrap();
+    for bytes in [&compressed, &plain] {
+        let sniffed = system_profile_parse::kineto::analyze_compressed_or_not(&bytes[..]).unwrap();
+        assert_eq!(sniffed.value, p.value, "{case}");
+    }
+    // A CPU-only trace (gloo) says it has no GPU kernels; nothing else may be said.
+    let cpu_only = case.starts_with("gloo-");
+    assert!(
+        p.diagnostics
+            .iter()
+            .all(|d| cpu_only && d.message.starts_with("no GPU kernels")),
+        "{case}: {:?}",
+        p.diagnostics
+    );
+    p.value
+}
+
+/// Every number checked here was computed independently, with plain Python over the same
+/// files: `python3 crates/parse/tests/tools/kineto_check.py crates/parse/tests/data/kineto/*.json.gz`.
+/// Collectives against the truth: the program's parameter count and DDP's one bucket give the
+/// gloo trace's all-reduces exactly (20 of 9,352 float32); the other figures were counted with
+/// plain Python over the same files (per op: calls, bytes from shapes or NCCL's own element
+/// count and dtype, summed durations).
+#[test]
+fn collectives_agree_with_the_program_and_an_independent_count() {
+    let op = |a: &system_profile_model::metrics::TraceAnalysis, name: &str| {
+        a.collectives
+            .as_ref()
+            .and_then(|c| c.ops.iter().find(|o| o.op == name).cloned())
+            .unwrap_or_else(|| panic!("no {name} in {:?}", a.collectives))
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-3 * b.abs().max(1.0);
+    let rank0 = kineto("gloo-ddp-2rank-cpu-rank0");
+    let rank1 = kineto("gloo-ddp-2rank-cpu-rank1");
+    for (a, waited_us) in [(&rank0, 208_526.208), (&rank1, 27_026.257)] {
+        let ar = op(a, "all_reduce");
+        assert_eq!(
+            (
+                ar.backend.as_str(),
+                ar.calls,
+                ar.sized_calls,
+                ar.bytes_total
+            ),
+            ("gloo", 20, 20, 20 * 9_352 * 4),
+            "{ar:?}"
+        );
+        assert_eq!((ar.bytes_p50, ar.bytes_p95), (Some(37_408), Some(37_408)));
+        assert!(close(ar.latency_total_us.unwrap(), waited_us), "{ar:?}");
+        let b = op(a, "broadcast");
+        assert_eq!((b.calls, b.bytes_total), (4, 37_528), "{b:?}");
+        assert_eq!(op(a, "all_gather").bytes_total, 8);
+        let c = a.collectives.as_ref().unwrap();
+        assert!(
+            c.cpu_overlap_us <= c.cpu_comm_us.min(c.cpu_compute_us) + 1e-6,
+            "{c:?}"
+        );
+        assert!(c.cpu_compute_us > 0.0, "{c:?}");
+    }
+    // Rank 1 sleeps after each step: rank 0 waits for it inside every all-reduce.
+    let comm = |a: &system_profile_model::metrics::TraceAnalysis| {
+        a.collectives.as_ref().unwrap().cpu_comm_us
+    };
+    assert!(comm(&rank0) > 3.0 * comm(&rank1));
+    let nccl = kineto("hta-a100-2rank-nccl-allreduce");
+    let ar = op(&nccl, "all_reduce");
+    assert_eq!(
+        (
+            ar.backend.as_str(),
+            ar.calls,
+            ar.bytes_total,
+            ar.source.as_str()
+        ),
+        ("nccl", 10, 204_456_256, "nccl kernels"),
+        "{ar:?}"
+    );
+    // In the devices' window (HTA's: kernels before the last profiler step began), which the
+    // kernel table uses too: 10 of the trace's 15 all-reduce kernels.
+    assert!(close(ar.latency_total_us.unwrap(), 24_211.804), "{ar:?}");
+    assert_eq!(ar.group_size, Some(2));
+    // The 128-rank trace's kernels predate NCCL's arguments: its `nccl:` annotations give
+    // counts and sizes, never a transfer time or bandwidth made of launch times.
+    let sampled = kineto("hta-128rank-sampled-rank0");
+    let ar = op(&sampled, "all_reduce");
+    assert_eq!(
+        (ar.calls, ar.latency_total_us, ar.algbw_gbps),
+        (4, None, None),
+        "{ar:?}"
+    );
+    let b = op(&nccl, "broadcast");
+    assert_eq!((b.calls, b.bytes_total), (4, 425_808), "{b:?}");
+    // A trace with no collective says none.
+    assert!(kineto("hta-a100-alexnet-single").collectives.is_none());
+}
+
+#[test]
+fn kineto_traces_agree_with_an_independent_count() {
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-3 * b.abs().max(1.0);
+    // (case, kernels, launches, span, busy, kernel, comm, overlap) on device 0
+    for (case, kernels, launches, span, busy, kernel, comm, overlap) in [
+        (
+            "hta-128rank-sampled-rank0",
+            577,
+            577,
+            600_058.0,
+            278_680.0,
+            301_579.0,
+            195_327.0,
+            23_068.0,
+        ),
+        (
+            "hta-a100-2rank-nccl-allreduce",
+            1800,
+            1800,
+            435_587.562,
+            99_167.887,
+            101_224.878,
+            24_289.050,
+            3_585.678,
+        ),
+        (
+            "hta-a100-alexnet-single",
+            79,
+            79,
+            12_920_244.0,
+            66_141.0,
+            10_692.0,
+            0.0,
+            0.0,
+        ),
+    ] {
+        let a = kineto(case);
+        assert_eq!(
+            (a.launches.kernels, a.launches.launches),
+            (kernels, launches),
+            "{case}"
+        );
+        let d = &a.devices[0];
+        assert!(
+            close(d.span_us, span),
+            "{case}: span {} vs {span}",
+            d.span_us
+        );
+        assert!(
+            close(d.busy_us, busy),
+            "{case}: busy {} vs {busy}",
+            d.busy_us
+        );
+        assert!(
+            close(d.kernel_us, kernel),
+            "{case}: kernel {} vs {kernel}",
+            d.kernel_us
+        );
+        assert!(
+            close(d.comm_us, comm),
+            "{case}: comm {} vs {comm}",
+            d.comm_us
+        );
+        assert!(
+            close(d.comm_compute_overlap_us, overlap),
+            "{case}: overlap {} vs {overlap}",
+            d.comm_compute_overlap_us
+        );
+        assert!(close(d.idle_us, span - busy));
+        insta::with_settings!({snapshot_suffix => case}, {
+            insta::assert_json_snapshot!("kineto", a);
+        });
+    }
+    let copies = kineto("hta-128rank-sampled-rank0").copies;
+    let by = |dir: &str| {
+        copies
+            .iter()
+            .find(|c| c.direction == dir)
+            .map(|c| (c.count, c.bytes))
+    };
+    assert_eq!(by("HtoD"), Some((12, 2_367_536)));
+    assert_eq!(by("DtoH"), Some((4, 3_626)));
+    assert_eq!(by("DtoD"), Some((4, 130_668_436)));
+    // HTA's own temporal breakdown of the 2-rank trace, run with HTA_DISABLE_NS_ROUNDING=1
+    // (bench/analyze_trace_vs_hta.sh): span 435,587.56, idle 336,419.71, compute 76,935.83.
+    let hta = kineto("hta-a100-2rank-nccl-allreduce");
+    let d = &hta.devices[0];
+    assert!((d.idle_us - 336_419.714_688).abs() < 0.5, "{d:?}");
+    assert!((d.compute_us - 76_935.828).abs() < 0.5, "{d:?}");
+    assert_eq!(
+        (hta.window.profiler_steps, hta.window.last_step_excluded),
+        (3, true)
+    );
+    assert_eq!(
+        hta.window.gpu_events_kept + hta.window.gpu_events_excluded,
+        2700 + 960 + 114
+    );
+    let nccl = kineto("hta-a100-2rank-nccl-allreduce");
+    assert_eq!(nccl.rank, Some(0));
+    assert_eq!(
+        nccl.devices[0].name.as_deref(),
+        Some("NVIDIA A100-PG509-200")
+    );
+    assert!(
+        nccl.categories
+            .iter()
+            .any(|c| c.category == "nccl" && c.count == 14),
+        "{:?}",
+        nccl.categories
+    );
+    // Per copy direction: size median and p95 (nearest rank) and the pageable copies, as
+    // tests/tools/kineto_check.py counts them.
+    for (case, direction, p50, p95, pageable) in [
+        (
+            "hta-128rank-sampled-rank0",
+            "DtoD",
+            16_777_216,
+            78_465_024,
+            0,
+        ),
+        ("hta-128rank-sampled-rank0", "DtoH", 1, 3_048, 4),
+        ("hta-128rank-sampled-rank0", "HtoD", 1_024, 786_432, 8),
+        ("hta-a100-2rank-nccl-allreduce", "DtoD", 1_024, 2_097_152, 0),
+        ("hta-a100-alexnet-single", "HtoD", 16_384, 150_994_944, 16),
+    ] {
+        let a = kineto(case);
+        let c = a.copies.iter().find(|c| c.direction == direction).unwrap();
+        assert_eq!(
+            (c.bytes_p50, c.bytes_p95, c.pageable_count),
+            (Some(p50), Some(p95), Some(pageable)),
+            "{case} {direction}"
+        );
+    }
+}

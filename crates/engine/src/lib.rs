@@ -348,7 +348,7 @@ impl Engine {
                         .processes
                         .iter()
                         .map(|p| p.pid)
-                        .filter(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+                        .filter(|pid| !system_profile_sample::proc::exists(*pid))
                         .collect();
                     if gone.is_empty() {
                         *t

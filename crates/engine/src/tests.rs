@@ -197,7 +197,7 @@ async fn a_target_whose_process_exited_is_identified_again() {
     // SAFETY: kill has no memory preconditions; the PID is the sleeper started above.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     for _ in 0..100 {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if !system_profile_sample::proc::exists(pid as u32) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

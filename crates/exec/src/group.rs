@@ -19,35 +19,37 @@ pub(crate) fn new_mark() -> String {
     )
 }
 
+/// The marks (`RUN_MARK_VAR`'s value) of the processes that carry one, by PID, read from
+/// /proc/<pid>/environ through `procfs` (only our own user's processes are readable).
+fn marked_processes() -> Vec<(u32, String)> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    let key = std::ffi::OsStr::new(RUN_MARK_VAR);
+    all.filter_map(|p| {
+        let p = p.ok()?;
+        let mark = p.environ().ok()?.remove(key)?;
+        Some((
+            u32::try_from(p.pid).ok()?,
+            mark.to_string_lossy().into_owned(),
+        ))
+    })
+    .collect()
+}
+
 /// SIGKILL every process whose environment holds `RUN_MARK_VAR=<mark>` exactly, or, with a
-/// mark ending in `-`, any mark that starts so. Reads `/proc/<pid>/environ` (bytes,
-/// NUL-separated; only our own user's processes are readable). Returns how many were killed.
+/// mark ending in `-`, any mark that starts so. Returns how many were killed.
 pub(crate) fn kill_marked(mark: &str) -> usize {
-    let wanted = format!("{RUN_MARK_VAR}={mark}");
     let prefix = mark.ends_with('-');
     let me = std::process::id();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
     let mut killed = 0;
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
+    for (pid, found) in marked_processes() {
+        let hit = if prefix {
+            found.starts_with(mark)
+        } else {
+            found == mark
         };
-        if pid == me {
-            continue;
-        }
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        let hit = env.split(|b| *b == 0).any(|kv| {
-            if prefix {
-                kv.starts_with(wanted.as_bytes())
-            } else {
-                kv == wanted.as_bytes()
-            }
-        });
-        if hit {
+        if hit && pid != me {
             // SAFETY: kill(2) on a pid read from /proc; no memory is touched.
             if unsafe { libc::kill(pid as i32, libc::SIGKILL) } == 0 {
                 killed += 1;
@@ -82,24 +84,8 @@ pub fn kill_runs_of(server_pid: u32) -> usize {
 /// The servers whose marks live processes carry, with how many carry each.
 pub fn marked_servers() -> std::collections::BTreeMap<u32, usize> {
     let mut out = std::collections::BTreeMap::new();
-    let key = format!("{RUN_MARK_VAR}=");
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        let server = env
-            .split(|b| *b == 0)
-            .find_map(|kv| kv.strip_prefix(key.as_bytes()))
-            .and_then(|mark| std::str::from_utf8(mark).ok())
-            .and_then(|mark| mark.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok());
-        if let Some(server) = server {
+    for (_, mark) in marked_processes() {
+        if let Some(server) = mark.split('-').next().and_then(|p| p.parse::<u32>().ok()) {
             *out.entry(server).or_insert(0) += 1;
         }
     }

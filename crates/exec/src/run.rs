@@ -332,18 +332,11 @@ mod tests {
 
     /// Live (non-zombie) processes whose process group is `pgid`, read from /proc/*/stat.
     fn live_members(pgid: i32) -> Vec<u32> {
-        std::fs::read_dir("/proc")
+        procfs::process::all_processes()
             .unwrap()
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| {
-                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                    return false;
-                };
-                let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-                let fields: Vec<&str> = after.split_whitespace().collect();
-                // After the comm: state, ppid, pgrp.
-                fields.first() != Some(&"Z") && fields.get(2) == Some(&pgid.to_string().as_str())
-            })
+            .filter_map(|p| p.ok()?.stat().ok())
+            .filter(|s| s.state != 'Z' && s.pgrp == pgid)
+            .map(|s| s.pid as u32)
             .collect()
     }
 

@@ -191,22 +191,19 @@ pub fn read_launcher(words: &[String]) -> Option<(LauncherTarget, usize)> {
     ))
 }
 
-/// `RANK`, `LOCAL_RANK` and `GROUP_RANK` of a process, from its NUL-separated environment.
-pub fn rank_of(pid: u32, launcher_pid: Option<u32>, environ: &[u8]) -> Option<RankProcess> {
-    let mut ids = RankIds::default();
-    for var in environ.split(|b| *b == 0) {
-        let var = String::from_utf8_lossy(var);
-        let Some((k, v)) = var.split_once('=') else {
-            continue;
-        };
-        let slot = match k {
-            "RANK" => &mut ids.rank,
-            "LOCAL_RANK" => &mut ids.local_rank,
-            "GROUP_RANK" => &mut ids.node_rank,
-            _ => continue,
-        };
-        *slot = v.parse().ok();
-    }
+/// `RANK`, `LOCAL_RANK` and `GROUP_RANK` of a process, from its environment (variable →
+/// value, as `sample::proc::environ` reads it).
+pub fn rank_of(
+    pid: u32,
+    launcher_pid: Option<u32>,
+    environ: &std::collections::HashMap<String, String>,
+) -> Option<RankProcess> {
+    let id = |k: &str| environ.get(k).and_then(|v| v.parse().ok());
+    let ids = RankIds {
+        rank: id("RANK"),
+        local_rank: id("LOCAL_RANK"),
+        node_rank: id("GROUP_RANK"),
+    };
     ids.rank.map(|_| RankProcess {
         pid,
         launcher_pid,
@@ -290,8 +287,19 @@ mod tests {
 
     #[test]
     fn ranks_come_from_the_environment() {
-        let env = b"PATH=/bin\0RANK=3\0LOCAL_RANK=1\0GROUP_RANK=1\0WORLD_SIZE=4\0";
-        let r = rank_of(42, Some(7), env).unwrap();
+        let env = |vars: &[(&str, &str)]| {
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<std::collections::HashMap<_, _>>()
+        };
+        let all = env(&[
+            ("PATH", "/bin"),
+            ("RANK", "3"),
+            ("LOCAL_RANK", "1"),
+            ("GROUP_RANK", "1"),
+            ("WORLD_SIZE", "4"),
+        ]);
+        let r = rank_of(42, Some(7), &all).unwrap();
         assert_eq!(
             (
                 r.ids.rank,
@@ -301,6 +309,6 @@ mod tests {
             ),
             (Some(3), Some(1), Some(1), Some(7))
         );
-        assert!(rank_of(42, None, b"PATH=/bin\0").is_none());
+        assert!(rank_of(42, None, &env(&[("PATH", "/bin")])).is_none());
     }
 }

@@ -240,9 +240,7 @@ fn sample_loop(
                             UsedGpuMemory::Used(b) => b,
                             UsedGpuMemory::Unavailable => 0,
                         };
-                        let name = std::fs::read_to_string(format!("/proc/{}/comm", p.pid))
-                            .ok()
-                            .map(|c| c.trim_end().to_string());
+                        let name = crate::proc::read_process(p.pid).map(|s| s.comm);
                         series.add_process(r.index, p.pid, name, used);
                     }
                 }

@@ -90,13 +90,15 @@ pub struct StatmFields {
     pub resident_pages: u64,
 }
 
-/// Parse the text of /proc/<pid>/statm; `None` when it is not one. A zombie has no memory
-/// map left and shows all zeros (`size_pages` 0).
+/// Parse the text of /proc/<pid>/statm with `procfs`; `None` when it is not one. A zombie has
+/// no memory map left and shows all zeros (`size_pages` 0). (~80 ns: small beside the read
+/// itself.)
 pub fn parse_statm(text: &str) -> Option<StatmFields> {
-    let mut fields = text.split_ascii_whitespace();
+    use procfs::FromRead;
+    let m = procfs::process::StatM::from_read(text.as_bytes()).ok()?;
     Some(StatmFields {
-        size_pages: fields.next()?.parse().ok()?,
-        resident_pages: fields.next()?.parse().ok()?,
+        size_pages: m.size,
+        resident_pages: m.resident,
     })
 }
 
@@ -162,6 +164,55 @@ pub fn cmdline(pid: u32) -> Option<Vec<String>> {
     process(pid)?.cmdline().ok()
 }
 
+/// /proc/<pid>/environ as variable → value (non-UTF-8 bytes replaced); empty when the
+/// process is gone or not ours to read.
+pub fn environ(pid: u32) -> HashMap<String, String> {
+    process(pid)
+        .and_then(|p| p.environ().ok())
+        .map(|vars| {
+            vars.into_iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether /proc/<pid> exists (a zombie still does).
+pub fn exists(pid: u32) -> bool {
+    process(pid).is_some()
+}
+
+/// The PIDs in /proc now.
+pub fn pids() -> Vec<u32> {
+    procfs::process::all_processes()
+        .map(|all| {
+            all.filter_map(|p| u32::try_from(p.ok()?.pid).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Paths of every file /proc/<pid>/maps maps, in order, deduplicated.
+pub fn mapped_files(pid: u32) -> Vec<PathBuf> {
+    let Some(maps) = process(pid).and_then(|p| p.maps().ok()) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = Vec::new();
+    for map in maps {
+        if let procfs::process::MMapPath::Path(path) = map.pathname {
+            if !found.contains(&path) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
 /// /proc/<pid>/exe (the program's path; needs ptrace-read access, so often absent for other
 /// users' processes).
 pub fn exe(pid: u32) -> Option<PathBuf> {
@@ -176,23 +227,14 @@ pub fn cwd(pid: u32) -> Option<PathBuf> {
 /// Paths of the shared objects in /proc/<pid>/maps whose file name starts with `prefix`
 /// (`libpython`), deduplicated in order.
 pub fn mapped_libraries(pid: u32, prefix: &str) -> Vec<String> {
-    let Some(maps) = process(pid).and_then(|p| p.maps().ok()) else {
-        return Vec::new();
-    };
-    let mut found: Vec<String> = Vec::new();
-    for map in maps {
-        let procfs::process::MMapPath::Path(path) = map.pathname else {
-            continue;
-        };
-        let named = path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with(prefix));
-        let path = path.to_string_lossy().into_owned();
-        if named && !found.contains(&path) {
-            found.push(path);
-        }
-    }
-    found
+    mapped_files(pid)
+        .into_iter()
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .map(|path| path.to_string_lossy().into_owned())
+        .collect()
 }
 
 /// Every process readable now, in PID order. Processes that exit while being read are left

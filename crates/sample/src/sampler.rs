@@ -85,7 +85,9 @@ struct Tracked {
     exited: bool,
 }
 
-/// voluntary and nonvoluntary context switches from the text of /proc/<pid>/status.
+/// voluntary and nonvoluntary context switches from the text of /proc/<pid>/status. By hand:
+/// read per thread on every detail tick, and `procfs`'s `Status::from_read` builds all ~55
+/// fields of the file for these two (`examples/stat_parse.rs` measures both).
 pub fn parse_ctx_switches(status: &str) -> Option<(u64, u64)> {
     let (mut voluntary, mut involuntary) = (None, None);
     // The two lines end the file: scan from the back.
@@ -102,31 +104,27 @@ pub fn parse_ctx_switches(status: &str) -> Option<(u64, u64)> {
     Some((voluntary?, involuntary?))
 }
 
-/// read_bytes and write_bytes (storage, in bytes) from the text of /proc/<pid>/io.
+/// read_bytes and write_bytes (storage, in bytes) from the text of /proc/<pid>/io, parsed by
+/// `procfs`.
 pub fn parse_io(io: &str) -> Option<(u64, u64)> {
-    let field = |name: &str| {
-        io.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    };
-    Some((field("read_bytes:")?, field("write_bytes:")?))
+    use procfs::FromRead;
+    let io = procfs::process::Io::from_read(io.as_bytes()).ok()?;
+    Some((io.read_bytes, io.write_bytes))
 }
 
 /// The children of `pid`, from every thread's /proc/<pid>/task/<tid>/children.
 fn children(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    let Some(tasks) = i32::try_from(pid)
+        .ok()
+        .and_then(|pid| procfs::process::Process::new(pid).ok())
+        .and_then(|p| p.tasks().ok())
+    else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    for t in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
-            out.extend(
-                text.split_whitespace()
-                    .filter_map(|c| c.parse::<u32>().ok()),
-            );
-        }
-    }
-    out
+    tasks
+        .flatten()
+        .flat_map(|task| task.children().unwrap_or_default())
+        .collect()
 }
 
 /// CPU time this thread has used, in seconds, from clock_gettime(CLOCK_THREAD_CPUTIME_ID)
@@ -282,9 +280,7 @@ fn track(pid: u32, now_s: f64, born_after_ticks: u64) -> Option<Tracked> {
         threads_last: snap.threads,
         io_first: None,
         io_last: None,
-        rank: std::fs::read(format!("/proc/{pid}/environ"))
-            .ok()
-            .and_then(|environ| rank_of(pid, Some(snap.ppid), &environ)),
+        rank: rank_of(pid, Some(snap.ppid), &crate::proc::environ(pid)),
         exited: false,
     })
 }

@@ -45,20 +45,19 @@ impl SchedCounters {
 
 /// `run_ns wait_ns timeslices` of /proc/.../schedstat: on-CPU and run-queue nanoseconds.
 pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
-    let mut f = text.split_ascii_whitespace();
-    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+    use procfs::FromRead;
+    let s = procfs::process::Schedstat::from_read(text.as_bytes()).ok()?;
+    Some((s.sum_exec_runtime, s.run_delay))
 }
 
 /// The `Pss:` line of /proc/<pid>/smaps_rollup, in bytes: the process's resident pages with
 /// each shared page divided among the processes that map it, so that a tree's sum counts a
 /// shared library once.
 pub fn parse_pss_bytes(smaps_rollup: &str) -> Option<u64> {
-    smaps_rollup
-        .lines()
-        .find_map(|l| l.strip_prefix("Pss:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|kb| kb.parse::<u64>().ok())
-        .map(|kb| kb * 1024)
+    use procfs::FromBufRead;
+    let rollup = procfs::process::SmapsRollup::from_buf_read(smaps_rollup.as_bytes()).ok()?;
+    let all = rollup.memory_map_rollup.0.into_iter().next()?;
+    all.extension.map.get("Pss").copied()
 }
 
 struct Thread {
@@ -88,23 +87,25 @@ impl Threads {
     /// Look for threads not yet tracked (the sampler does this once a second: a thread born
     /// and ended between two looks is missed, and says so in the summary's docs).
     pub(crate) fn discover(&mut self, born_after_ticks: u64) {
-        let Ok(dir) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+        let Some(tasks) = i32::try_from(self.pid)
+            .ok()
+            .and_then(|pid| procfs::process::Process::new(pid).ok())
+            .and_then(|p| p.tasks().ok())
+        else {
             return;
         };
-        for e in dir.flatten() {
-            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else {
+        for task in tasks.flatten() {
+            let Ok(tid) = u32::try_from(task.tid) else {
                 continue;
             };
             if self.by_tid.contains_key(&tid) {
                 continue;
             }
+            // Kept open and re-read each tick (`reread`): opening costs more than reading.
             let open =
                 |name: &str| File::open(format!("/proc/{}/task/{tid}/{name}", self.pid)).ok();
             // A thread born while sampling counts from zero; an older one from now.
-            let born_now = std::fs::read_to_string(format!("/proc/{}/task/{tid}/stat", self.pid))
-                .ok()
-                .and_then(|s| crate::proc::parse_stat(&s))
-                .is_some_and(|s| s.start_ticks >= born_after_ticks);
+            let born_now = task.stat().is_ok_and(|s| s.starttime >= born_after_ticks);
             self.by_tid.insert(
                 tid,
                 Thread {
@@ -194,7 +195,8 @@ mod tests {
             Some((940_556, 2_150_129))
         );
         assert_eq!(parse_schedstat("garbage"), None);
-        let rollup = "00400000-7ffd [rollup]\nRss:              10240 kB\nPss:               4096 kB\nPss_Anon:  1 kB\n";
+        // As this machine's kernel writes it.
+        let rollup = "55869fe9b000-7fffe72bc000 ---p 00000000 00:00 0                          [rollup]\nRss:                10240 kB\nPss:                 4096 kB\nPss_Dirty:           112 kB\nPss_Anon:            112 kB\n";
         assert_eq!(parse_pss_bytes(rollup), Some(4096 * 1024));
         assert_eq!(parse_pss_bytes("Rss: 1 kB\n"), None);
     }

@@ -29,9 +29,13 @@ pub fn read() -> ContainerInfo {
             .push("KUBERNETES_SERVICE_HOST in the environment".into());
         info.runtime = Some("kubernetes".into());
     }
-    if let Some(cg) = read_trimmed("/proc/1/cgroup") {
+    let init_cgroups: Vec<String> = procfs::process::Process::new(1)
+        .and_then(|init| init.cgroups())
+        .map(|cgs| cgs.into_iter().map(|cg| cg.pathname).collect())
+        .unwrap_or_default();
+    if !init_cgroups.is_empty() {
         for word in ["docker", "kubepods", "libpod", "lxc", "containerd"] {
-            if cg.contains(word) {
+            if init_cgroups.iter().any(|path| path.contains(word)) {
                 info.evidence
                     .push(format!("/proc/1/cgroup mentions {word}"));
                 info.runtime.get_or_insert(word.into());

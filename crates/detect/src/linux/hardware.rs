@@ -1,6 +1,6 @@
 //! The machine: /proc/cpuinfo, /sys/devices/system/node (NUMA), /proc/meminfo, uname.
 
-use super::procfs::{cpulist_len, parse_cpuinfo, parse_meminfo};
+use super::procfs::{parse_cpuinfo, parse_meminfo};
 use super::read_trimmed;
 use system_profile_model::detect::{CpuInfo, GpuEnvironment, Hardware, MemoryInfo, NumaNode};
 
@@ -43,11 +43,12 @@ pub fn read() -> Hardware {
 
 /// CPUs this process may run on: `Cpus_allowed_list` of /proc/self/status.
 fn affinity_cpus() -> Option<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-    Some(cpulist_len(line))
+    let ranges = procfs::process::Process::myself()
+        .ok()?
+        .status()
+        .ok()?
+        .cpus_allowed_list?;
+    Some(ranges.iter().map(|(lo, hi)| (hi - lo + 1) as usize).sum())
 }
 
 /// NUMA nodes from /sys/devices/system/node/node*/cpulist and meminfo (`Node N MemTotal: kB`).
@@ -78,4 +79,24 @@ fn numa_nodes() -> Vec<NumaNode> {
         .collect();
     nodes.sort_by_key(|n| n.id);
     nodes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Cpus_allowed_list` as `procfs` reads it counts what the kernel's affinity call says.
+    #[test]
+    fn affinity_agrees_with_sched_getaffinity() {
+        // SAFETY: sched_getaffinity fills the zeroed set it is given, of the size passed.
+        let expected = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(
+                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+                0
+            );
+            libc::CPU_COUNT(&set) as usize
+        };
+        assert_eq!(affinity_cpus(), Some(expected));
+    }
 }

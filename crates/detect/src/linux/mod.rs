@@ -5,7 +5,9 @@ pub mod hardware;
 pub mod permissions;
 pub mod procfs;
 
-/// Read a small text file; `None` when absent or unreadable.
+/// Read a small text file; `None` when absent or unreadable. For the sysctl files under
+/// /proc/sys (hostname, osrelease, yama/ptrace_scope, perf_event_paranoid, kptr_restrict)
+/// and cgroup files: `procfs` has no reader for them.
 pub(crate) fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()

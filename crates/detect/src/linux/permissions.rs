@@ -35,14 +35,9 @@ pub fn capabilities_from_mask(mask: u64) -> Vec<String> {
 }
 
 fn cap_eff() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        })
-        .unwrap_or(0)
+    procfs::process::Process::myself()
+        .and_then(|me| me.status())
+        .map_or(0, |status| status.capeff)
 }
 
 pub fn read() -> Permissions {

@@ -76,32 +76,9 @@ pub fn parse_meminfo(text: &str) -> MemoryInfo {
     }
 }
 
-/// Count CPUs in a Linux cpulist (`0-3,8,10-11` is 7).
-pub fn cpulist_len(list: &str) -> usize {
-    list.trim()
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(|range| match range.split_once('-') {
-            Some((a, b)) => match (a.parse::<usize>(), b.parse::<usize>()) {
-                (Ok(a), Ok(b)) if b >= a => b - a + 1,
-                _ => 0,
-            },
-            None => usize::from(range.parse::<usize>().is_ok()),
-        })
-        .sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpulist_counts() {
-        assert_eq!(cpulist_len("0-3,8,10-11"), 7);
-        assert_eq!(cpulist_len("0"), 1);
-        assert_eq!(cpulist_len(""), 0);
-        assert_eq!(cpulist_len("garbage"), 0);
-    }
 
     #[test]
     fn two_socket_hyperthreaded_cpuinfo() {

@@ -132,7 +132,7 @@ pub(super) fn running_launcher(
     for (agent_pid, _) in &agents {
         l.agents.push(*agent_pid);
         for pid in table.tree(*agent_pid).into_iter().skip(1) {
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let environ = system_profile_sample::proc::environ(pid);
             if let Some(r) = rank_of(pid, Some(*agent_pid), &environ) {
                 // A rank's own children (data loader workers) inherit RANK: keep the rank.
                 let parent_is_rank = table

@@ -68,20 +68,13 @@ pub(super) fn venv_of_process(p: &ProcessInfo) -> Option<(String, String)> {
             return Some((py, format!("argv[0] is {argv0}")));
         }
     }
-    let environ = std::fs::read(format!("/proc/{}/environ", p.pid)).unwrap_or_default();
-    for var in environ.split(|b| *b == 0) {
-        if let Some(v) = var.strip_prefix(b"VIRTUAL_ENV=") {
-            let v = String::from_utf8_lossy(v).into_owned();
-            if let Some(py) = venv_python(Path::new(&v)) {
-                return Some((py, format!("VIRTUAL_ENV={v}")));
-            }
+    if let Some(v) = system_profile_sample::proc::environ(p.pid).get("VIRTUAL_ENV") {
+        if let Some(py) = venv_python(Path::new(v)) {
+            return Some((py, format!("VIRTUAL_ENV={v}")));
         }
     }
-    let maps = std::fs::read_to_string(format!("/proc/{}/maps", p.pid)).unwrap_or_default();
-    for line in maps.lines() {
-        let Some(path) = line.split_whitespace().nth(5) else {
-            continue;
-        };
+    for path in system_profile_sample::proc::mapped_files(p.pid) {
+        let path = path.to_string_lossy();
         if let Some(i) = path.find("/site-packages/") {
             // <root>/lib/pythonX.Y/site-packages/...
             let root = Path::new(&path[..i]).parent().and_then(Path::parent);

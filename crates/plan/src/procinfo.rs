@@ -1,6 +1,7 @@
 //! Running processes as the target sees them: /proc snapshots turned into `ProcessInfo` (user,
 //! exe, Python or not, which script), and matched against names and recipe components.
 
+use crate::identify::Machine;
 use std::collections::HashMap;
 use system_profile_model::recipe::Recipe;
 use system_profile_model::target::ProcessInfo;
@@ -15,6 +16,7 @@ pub struct Table {
 }
 
 impl Table {
+    /// This machine's table (what `identify::Live` answers).
     pub fn read() -> Table {
         let all = procfs::list_processes();
         // The server and the probes it runs would match every name the user types.
@@ -31,6 +33,16 @@ impl Table {
         }
     }
 
+    /// A table from processes already read (a machine made of plain data).
+    pub fn of(processes: Vec<ProcessSnapshot>, users: HashMap<u32, String>) -> Table {
+        Table {
+            processes,
+            users,
+            uptime_s: 0.0,
+            ticks: 100.0,
+        }
+    }
+
     pub fn get(&self, pid: u32) -> Option<&ProcessSnapshot> {
         self.processes.iter().find(|p| p.pid == pid)
     }
@@ -42,8 +54,8 @@ impl Table {
 
     /// The process as the wire shows it (exe, cwd and maps read now; they need the same
     /// access as ptrace, so other users' processes may lack them).
-    pub fn info(&self, snap: &ProcessSnapshot) -> ProcessInfo {
-        let exe = procfs::exe(snap.pid).map(|p| p.to_string_lossy().into_owned());
+    pub fn info(&self, mach: &dyn Machine, snap: &ProcessSnapshot) -> ProcessInfo {
+        let exe = mach.exe(snap.pid).map(|p| p.to_string_lossy().into_owned());
         let exe_name = exe
             .as_deref()
             .map(|e| e.rsplit('/').next().unwrap_or(e).to_string())
@@ -51,11 +63,13 @@ impl Table {
         let mut python_version = python_version_of_name(&exe_name);
         let mut is_python = python_version.is_some() || is_python_name(&exe_name);
         if !is_python || python_version.is_none() {
-            let libs = procfs::mapped_libraries(snap.pid, "libpython");
-            if let Some(v) = libs.iter().find_map(|l| {
-                let name = l.rsplit('/').next().unwrap_or(l);
-                python_version_of_name(name.trim_start_matches("lib"))
-            }) {
+            let libpython = mach.mapped_files(snap.pid).into_iter().find_map(|l| {
+                let name = l.file_name()?.to_string_lossy().into_owned();
+                name.starts_with("libpython")
+                    .then(|| python_version_of_name(name.trim_start_matches("lib")))
+                    .flatten()
+            });
+            if let Some(v) = libpython {
                 is_python = true;
                 python_version = Some(v);
             }
@@ -73,7 +87,9 @@ impl Table {
             name: snap.comm.clone(),
             cmdline: snap.cmdline.clone(),
             exe,
-            cwd: procfs::cwd(snap.pid).map(|p| p.to_string_lossy().into_owned()),
+            cwd: mach
+                .cwd_of(snap.pid)
+                .map(|p| p.to_string_lossy().into_owned()),
             uid: snap.uid,
             user: self.users.get(&snap.uid).cloned(),
             state: snap.state.to_string(),

@@ -105,6 +105,7 @@ pub(super) fn short_cmdline(p: &ProcessInfo) -> String {
 
 /// A framework's processes now: components, their processes (with roles) and its facts.
 pub(super) fn framework_match(
+    mach: &dyn Machine,
     recipe: &Recipe,
     table: &Table,
     matched_words: Vec<String>,
@@ -129,7 +130,7 @@ pub(super) fn framework_match(
                 }
                 seen.push(member);
                 if let Some(snap) = table.get(member) {
-                    let mut info = table.info(snap);
+                    let mut info = table.info(mach, snap);
                     info.role = Some(role_of(member).unwrap_or_else(|| format!("child of {name}")));
                     processes.push(info);
                 }
@@ -171,50 +172,6 @@ pub(super) fn framework_match(
     (m, processes)
 }
 
-/// `systemctl show` of `<name>.service`, when systemd runs this machine.
-pub(super) async fn systemd_unit(name: &str) -> Result<Option<SystemdUnit>, String> {
-    if !Path::new("/run/systemd/system").is_dir() {
-        return Err(
-            "systemd is not running here (no /run/systemd/system): units not checked".into(),
-        );
-    }
-    let Some(systemctl) = system_profile_exec::which("systemctl") else {
-        return Err("systemctl is not on PATH: units not checked".into());
-    };
-    let unit = if name.contains('.') {
-        name.to_string()
-    } else {
-        format!("{name}.service")
-    };
-    let spec = system_profile_exec::CommandSpec::new([
-        systemctl.as_os_str(),
-        "show".as_ref(),
-        "--property=MainPID,ActiveState,LoadState".as_ref(),
-        unit.as_ref(),
-    ]);
-    let out = system_profile_exec::run(
-        &spec,
-        &system_profile_exec::RunOptions::with_timeout(Duration::from_secs(3)),
-    )
-    .await
-    .map_err(|e| format!("systemctl failed: {e}"))?;
-    let text = out.stdout.text();
-    let prop = |k: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .unwrap_or("")
-            .to_string()
-    };
-    if prop("LoadState") == "not-found" || prop("LoadState").is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(SystemdUnit {
-        unit,
-        active_state: prop("ActiveState"),
-        main_pid: prop("MainPID").parse().unwrap_or(0),
-    }))
-}
-
 pub(super) fn describe_processes(processes: &[ProcessInfo]) -> String {
     processes
         .iter()
@@ -242,6 +199,7 @@ const SCRIPT_MAX_BYTES: u64 = 1 << 20;
 /// The Python files of `dir` and its subfolders (one level) that import one of the recipe's
 /// packages and call one of its calls, relative to `dir`, sorted.
 pub(super) fn scripts_calling(
+    mach: &dyn Machine,
     dir: &Path,
     select: &system_profile_model::recipe::Select,
 ) -> Vec<String> {
@@ -251,21 +209,24 @@ pub(super) fn scripts_calling(
     let mut files = Vec::new();
     let mut folders = vec![(dir.to_path_buf(), 0)];
     while let Some((folder, depth)) = folders.pop() {
-        let Ok(rd) = std::fs::read_dir(&folder) else {
-            continue;
-        };
-        for e in rd.filter_map(|e| e.ok()) {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let path = e.path();
-            let Ok(kind) = e.file_type() else { continue };
-            if kind.is_dir()
-                && depth < 1
-                && !name.starts_with('.')
-                && !NOT_SEARCHED.contains(&name.as_str())
-            {
-                folders.push((path, depth + 1));
-            } else if kind.is_file() && name.ends_with(".py") && files.len() < FILES_READ {
-                files.push(path);
+        for (name, kind) in mach.list_dir(&folder) {
+            let path = folder.join(&name);
+            match kind {
+                FileKind::Dir
+                    if depth < 1
+                        && !name.starts_with('.')
+                        && !NOT_SEARCHED.contains(&name.as_str()) =>
+                {
+                    folders.push((path, depth + 1))
+                }
+                FileKind::File { bytes, .. }
+                    if name.ends_with(".py")
+                        && bytes <= SCRIPT_MAX_BYTES
+                        && files.len() < FILES_READ =>
+                {
+                    files.push(path)
+                }
+                _ => {}
             }
         }
     }
@@ -286,11 +247,12 @@ pub(super) fn scripts_calling(
     };
     let mut found: Vec<String> = files
         .into_iter()
-        .filter(|f| std::fs::metadata(f).is_ok_and(|m| m.len() <= SCRIPT_MAX_BYTES))
         .filter(|f| {
-            std::fs::read_to_string(f).is_ok_and(|text| {
-                imports(&text) && select.calls.iter().any(|c| text.contains(&format!("{c}(")))
-            })
+            mach.read_head(f, SCRIPT_MAX_BYTES as usize)
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .is_some_and(|text| {
+                    imports(&text) && select.calls.iter().any(|c| text.contains(&format!("{c}(")))
+                })
         })
         .filter_map(|f| {
             f.strip_prefix(dir)
@@ -304,13 +266,14 @@ pub(super) fn scripts_calling(
 }
 
 pub(super) fn name_framework(
-    b: &mut Build,
+    b: &mut Build<'_>,
     recipe: &Recipe,
     m: FrameworkMatch,
     procs: Vec<ProcessInfo>,
     table: &Table,
     cwd: &Path,
 ) {
+    let mach = b.mach;
     debug_assert_eq!(recipe.role, RecipeRole::Framework);
     let running: Vec<u32> = m.components.iter().flat_map(|c| c.pids.clone()).collect();
     match (&m.package, &m.package_version) {
@@ -324,7 +287,7 @@ pub(super) fn name_framework(
             recipe.name,
             recipe.entry_points.iter().map(|e| format!("`{e}`")).collect::<Vec<_>>().join(", ")
         );
-        let found = scripts_calling(cwd, &recipe.select);
+        let found = scripts_calling(mach, cwd, &recipe.select);
         if let Some(first) = found.first() {
             q.push_str(&format!(
                 " Scripts here that call {}: {}",

@@ -9,24 +9,25 @@ use system_profile_parse::launcher::{launcher_name, rank_of};
 /// argv, its script or module is the entry point (read like one given alone, so the plan
 /// sees its code), and the launcher is kept.
 pub(super) fn set_launched(
-    b: &mut Build,
+    b: &mut Build<'_>,
     mut l: LauncherTarget,
     argv: &[String],
     cwd: &Path,
-    answers: Option<&pyhelper::Answers>,
+    answers: Option<&Answers>,
     outline_of: &dyn Fn(&Path) -> Option<PythonOutline>,
     python: &PythonChoice,
 ) {
+    let mach = b.mach;
     l.entry.extend(argv.iter().cloned());
     // A launcher installed beside the interpreter (a venv's bin) but not on PATH runs from
     // there: the command must start the same program wherever the run's PATH points.
-    if !l.argv[0].contains('/') && system_profile_exec::which(&l.argv[0]).is_none() {
+    if !l.argv[0].contains('/') && mach.which(&l.argv[0]).is_none() {
         let beside = python
             .executable
             .as_deref()
             .and_then(|e| Path::new(e).parent())
             .map(|d| d.join(&l.argv[0]));
-        if let Some(found) = beside.filter(|p| p.is_file()) {
+        if let Some(found) = beside.filter(|p| mach.is_file(p)) {
             b.evidence(format!(
                 "`{}` is not on PATH; the one beside the interpreter is used: {}",
                 l.argv[0],
@@ -74,9 +75,9 @@ pub(super) fn set_launched(
         }
         [script, rest @ ..] => {
             b.t.kind = TargetKind::PythonScript;
-            let path = resolve_path(cwd, script);
-            if !path.is_file() {
-                b.ask(missing_path(&path, script));
+            let path = resolve_path(mach, cwd, script);
+            if !mach.is_file(&path) {
+                b.ask(missing_path(mach, &path, script));
             } else {
                 b.evidence(format!("{} exists", path.display()));
             }
@@ -95,6 +96,7 @@ pub(super) fn set_launched(
 /// The launcher among the target's processes (or the parent of a rank given alone), with
 /// every rank running under it, read from their environment.
 pub(super) fn running_launcher(
+    mach: &dyn Machine,
     processes: &[ProcessInfo],
     table: &crate::procinfo::Table,
 ) -> Option<LauncherTarget> {
@@ -132,7 +134,7 @@ pub(super) fn running_launcher(
     for (agent_pid, _) in &agents {
         l.agents.push(*agent_pid);
         for pid in table.tree(*agent_pid).into_iter().skip(1) {
-            let environ = system_profile_sample::proc::environ(pid);
+            let environ = mach.environ(pid);
             if let Some(r) = rank_of(pid, Some(*agent_pid), &environ) {
                 // A rank's own children (data loader workers) inherit RANK: keep the rank.
                 let parent_is_rank = table

@@ -3,18 +3,22 @@
 
 mod frameworks;
 mod launcher;
+pub mod machine;
 mod python;
 mod reading;
 mod resolve;
+#[cfg(test)]
+mod tests;
 
 use crate::procinfo::Table;
-use crate::pyhelper::{self, Answers, Questions};
+use crate::pyhelper::{Answers, Questions};
 use crate::recipe::Recipes;
 use crate::words::{
     focus_of_word, is_filler, normalize, read_non_ascii, split_args, split_scripts,
 };
 use frameworks::*;
 use launcher::*;
+pub use machine::{FileKind, Live, Machine};
 use python::*;
 use reading::*;
 use resolve::*;
@@ -24,8 +28,8 @@ use std::time::Duration;
 use system_profile_model::recipe::{Recipe, RecipeRole};
 use system_profile_model::target::{
     CodeLocation, CommandTarget, ComponentMatch, Focus, FocusWord, FrameworkMatch, LauncherTarget,
-    ModuleTarget, ProcessInfo, PythonChoice, PythonOutline, ScriptTarget, ServiceMatch,
-    SystemdUnit, Target, TargetKind,
+    ModuleTarget, ProcessInfo, PythonChoice, PythonOutline, ScriptTarget, ServiceMatch, Target,
+    TargetKind,
 };
 use system_profile_sample::proc::ProcessSnapshot;
 
@@ -85,11 +89,13 @@ impl Main {
 }
 
 /// The target under construction.
-struct Build {
+struct Build<'m> {
     t: Target,
+    /// Where facts come from.
+    mach: &'m dyn Machine,
 }
 
-impl Build {
+impl Build<'_> {
     fn evidence(&mut self, s: impl Into<String>) {
         self.t.evidence.push(s.into());
     }
@@ -141,9 +147,21 @@ fn lex(arguments: &str, exists: impl Fn(&str) -> bool) -> (Vec<String>, Option<S
     (words, quote_problem)
 }
 
-/// Identify the target named by `arguments`. Never fails: what cannot be resolved is asked.
+/// Identify the target named by `arguments` on this machine. Never fails: what cannot be
+/// resolved is asked.
 pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes) -> Target {
+    identify_on(&Live, arguments, opts, recipes).await
+}
+
+/// Identify on `m`: every fact about the machine comes from it.
+pub async fn identify_on(
+    mach: &dyn Machine,
+    arguments: &str,
+    opts: &IdentifyOptions,
+    recipes: &Recipes,
+) -> Target {
     let mut b = Build {
+        mach,
         t: Target {
             target_id: None,
             arguments: arguments.to_string(),
@@ -168,13 +186,15 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
             unrecognized: Vec::new(),
         },
     };
-    let (words, quote_problem) = lex(arguments, |token| resolve_path(&opts.cwd, token).exists());
+    let (words, quote_problem) = lex(arguments, |token| {
+        mach.exists(&resolve_path(mach, &opts.cwd, token))
+    });
     if let Some(p) = quote_problem {
         b.evidence(p);
     }
     let reading = read_words(&mut b, &words, recipes, &opts.cwd);
     b.t.unrecognized = reading.unrecognized.clone();
-    let table = Table::read();
+    let table = mach.processes();
 
     // The interpreter and what it can tell: one start for all questions.
     let (explicit_interp, script_path): (Option<&str>, Option<PathBuf>) = match &reading.main {
@@ -182,11 +202,11 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
         Some(Main::Module { interpreter, .. }) => (interpreter.as_deref(), None),
         Some(Main::Function { file, .. }) => (None, file.clone()),
         Some(Main::Launcher(l)) if l.entry[0] != "-m" => {
-            (None, Some(resolve_path(&opts.cwd, &l.entry[0])))
+            (None, Some(resolve_path(mach, &opts.cwd, &l.entry[0])))
         }
         _ => (None, None),
     };
-    let (python, because) = choose_python(opts, explicit_interp, script_path.as_deref());
+    let (python, because) = choose_python(mach, opts, explicit_interp, script_path.as_deref());
     let mut q = Questions {
         versions: recipes
             .frameworks()
@@ -198,13 +218,13 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
         Some(Main::Program { .. }) | Some(Main::Word(_)) => reading
             .argv
             .iter()
-            .map(|a| resolve_path(&opts.cwd, a))
-            .find(|p| p.extension().is_some_and(|e| e == "py") && p.is_file()),
+            .map(|a| resolve_path(mach, &opts.cwd, a))
+            .find(|p| p.extension().is_some_and(|e| e == "py") && mach.is_file(p)),
         _ => None,
     };
     match &reading.main {
         Some(Main::Script { path, .. }) => {
-            let file = if path.is_dir() {
+            let file = if mach.is_dir(path) {
                 path.join("__main__.py")
             } else {
                 path.clone()
@@ -222,7 +242,7 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
         Some(Main::Launcher(l)) => match l.entry.as_slice() {
             [m, name, ..] if m == "-m" => q.find_spec.push(name.clone()),
             [script, ..] => q.outline.push(
-                resolve_path(&opts.cwd, script)
+                resolve_path(mach, &opts.cwd, script)
                     .to_string_lossy()
                     .into_owned(),
             ),
@@ -241,7 +261,10 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
     let mut answers = if nothing_to_ask {
         None
     } else {
-        match pyhelper::ask(&python, &opts.cwd, &q, opts.helper_timeout).await {
+        match mach
+            .ask_python(&python, &opts.cwd, &q, opts.helper_timeout)
+            .await
+        {
             Ok(a) => Some(a),
             Err(e) => {
                 b.evidence(format!("the interpreter could not be asked: {e}"));
@@ -262,7 +285,10 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
                 outline: vec![origin.clone()],
                 ..Default::default()
             };
-            if let Ok(extra) = pyhelper::ask(&python, &opts.cwd, &more, opts.helper_timeout).await {
+            if let Ok(extra) = mach
+                .ask_python(&python, &opts.cwd, &more, opts.helper_timeout)
+                .await
+            {
                 if let Some(a) = answers.as_mut() {
                     a.outlines.extend(extra.outlines);
                 }
@@ -283,7 +309,7 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
 
     match reading.main.clone() {
         Some(Main::Script { path, .. }) => {
-            let file = if path.is_dir() {
+            let file = if mach.is_dir(&path) {
                 path.join("__main__.py")
             } else {
                 path.clone()
@@ -410,15 +436,11 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
     // Ports name the processes listening on them.
     let mut pids = reading.pids.clone();
     for port in &reading.ports {
-        let inodes = system_profile_sample::proc::listening_inodes(*port);
+        let inodes = mach.listening_inodes(*port);
         let owners: Vec<u32> = table
             .processes
             .iter()
-            .filter(|p| {
-                system_profile_sample::proc::socket_inodes(p.pid)
-                    .iter()
-                    .any(|i| inodes.contains(i))
-            })
+            .filter(|p| mach.socket_inodes(p.pid).iter().any(|i| inodes.contains(i)))
             .map(|p| p.pid)
             .collect();
         // Pre-fork servers share the socket with their workers: the parent is the one to name.
@@ -454,8 +476,14 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
     if let Some((_, id)) = &named {
         if let Some(recipe) = recipes.get(id) {
             let words: Vec<String> = reading.frameworks.iter().map(|(p, _)| p.clone()).collect();
-            let (m, procs) =
-                framework_match(recipe, &table, words, answers.as_ref(), launch.as_deref());
+            let (m, procs) = framework_match(
+                mach,
+                recipe,
+                &table,
+                words,
+                answers.as_ref(),
+                launch.as_deref(),
+            );
             if b.t.kind == TargetKind::Unknown {
                 b.t.kind = TargetKind::Framework;
                 name_framework(&mut b, recipe, m, procs, &table, &opts.cwd);
@@ -504,6 +532,7 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
             });
         if let Some((recipe, why)) = selected {
             let (m, _) = framework_match(
+                mach,
                 recipe,
                 &table,
                 Vec::new(),
@@ -517,7 +546,7 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
 
     // A running launcher among the processes found (by PID, name or framework).
     if b.t.launcher.is_none() {
-        if let Some(l) = running_launcher(&b.t.processes, &table) {
+        if let Some(l) = running_launcher(mach, &b.t.processes, &table) {
             let agents: Vec<String> = l.agents.iter().map(|p| p.to_string()).collect();
             let nodes = {
                 let mut n: Vec<u32> = l.ranks.iter().filter_map(|r| r.ids.node_rank).collect();
@@ -565,13 +594,11 @@ pub async fn identify(arguments: &str, opts: &IdentifyOptions, recipes: &Recipes
     if b.t.kind == TargetKind::Unknown && !b.t.needs_clarification {
         if words.is_empty() {
             let mut q = String::from("What should I profile? A script (`train.py`), a module (`-m pkg.mod`), a command, a PID (`pid 4121`), a service name, a function (`app.py:Trainer.step` or `app.py:120-180`), a framework (`vllm serving`, `torch training`), or a focus (`gpu`, `memory`, `interconnect`, `cpu`, `io`).");
-            let here = python_files(&opts.cwd, 6);
+            let here = python_files(mach, &opts.cwd, 6);
             if !here.is_empty() {
                 q.push_str(&format!(" Python files here: {}.", here.join(", ")));
             }
-            // This process is in the table: its uid is the user's.
-            let uid = table.get(std::process::id()).map_or(u32::MAX, |me| me.uid);
-            let pys = users_python_processes(&table.processes, uid);
+            let pys = users_python_processes(&table.processes, mach.uid());
             if !pys.is_empty() {
                 q.push_str(&format!(" Running Python processes: {}.", pys.join(", ")));
             }

@@ -2,8 +2,9 @@
 
 use super::*;
 
-pub(super) fn shebang_interpreter(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+pub(super) fn shebang_interpreter(mach: &dyn Machine, path: &Path) -> Option<String> {
+    let head = mach.read_head(path, 256)?;
+    let text = String::from_utf8_lossy(&head);
     let first = text.lines().next()?.strip_prefix("#!")?.trim();
     let mut parts = first.split_whitespace();
     let prog = parts.next()?;
@@ -16,11 +17,11 @@ pub(super) fn shebang_interpreter(path: &Path) -> Option<String> {
 }
 
 /// A virtual environment's interpreter beside `dir` (`.venv`, `venv`, `env`).
-pub(super) fn venv_python(dir: &Path) -> Option<PathBuf> {
+pub(super) fn venv_python(mach: &dyn Machine, dir: &Path) -> Option<PathBuf> {
     [".venv", "venv", "env"]
         .iter()
         .map(|v| dir.join(v).join("bin/python"))
-        .find(|p| p.is_file())
+        .find(|p| mach.is_file(p))
 }
 
 /// The interpreter a running Python process uses, as the profilers must start it: the
@@ -29,8 +30,8 @@ pub(super) fn venv_python(dir: &Path) -> Option<PathBuf> {
 /// sees none of the venv's packages; the venv is found from, in order, the process's argv[0]
 /// (a `bin/python` beside a `pyvenv.cfg`), its `VIRTUAL_ENV`, and the `site-packages` of
 /// the libraries it mapped.
-pub(super) fn process_python(p: &ProcessInfo) -> PythonChoice {
-    let found = venv_of_process(p);
+pub(super) fn process_python(mach: &dyn Machine, p: &ProcessInfo) -> PythonChoice {
+    let found = venv_of_process(mach, p);
     let exe = p
         .exe
         .clone()
@@ -52,10 +53,10 @@ pub(super) fn process_python(p: &ProcessInfo) -> PythonChoice {
 }
 
 /// A venv's interpreter for a process, with how it was found.
-pub(super) fn venv_of_process(p: &ProcessInfo) -> Option<(String, String)> {
+pub(super) fn venv_of_process(mach: &dyn Machine, p: &ProcessInfo) -> Option<(String, String)> {
     let venv_python = |root: &Path| -> Option<String> {
         let py = root.join("bin/python");
-        (root.join("pyvenv.cfg").is_file() && py.exists())
+        (mach.is_file(&root.join("pyvenv.cfg")) && mach.exists(&py))
             .then(|| py.to_string_lossy().into_owned())
     };
     if let Some(argv0) = p.cmdline.first().filter(|a| a.contains('/')) {
@@ -68,12 +69,12 @@ pub(super) fn venv_of_process(p: &ProcessInfo) -> Option<(String, String)> {
             return Some((py, format!("argv[0] is {argv0}")));
         }
     }
-    if let Some(v) = system_profile_sample::proc::environ(p.pid).get("VIRTUAL_ENV") {
+    if let Some(v) = mach.environ(p.pid).get("VIRTUAL_ENV") {
         if let Some(py) = venv_python(Path::new(v)) {
             return Some((py, format!("VIRTUAL_ENV={v}")));
         }
     }
-    for path in system_profile_sample::proc::mapped_files(p.pid) {
+    for path in mach.mapped_files(p.pid) {
         let path = path.to_string_lossy();
         if let Some(i) = path.find("/site-packages/") {
             // <root>/lib/pythonX.Y/site-packages/...
@@ -88,6 +89,7 @@ pub(super) fn venv_of_process(p: &ProcessInfo) -> Option<(String, String)> {
 
 /// Which interpreter a Python target runs with.
 pub(super) fn choose_python(
+    mach: &dyn Machine,
     opts: &IdentifyOptions,
     explicit: Option<&str>,
     script: Option<&Path>,
@@ -100,14 +102,17 @@ pub(super) fn choose_python(
     }
     let script_dir = script.and_then(|s| s.parent());
     for dir in script_dir.into_iter().chain([opts.cwd.as_path()]) {
-        if let Some(v) = venv_python(dir) {
+        if let Some(v) = venv_python(mach, dir) {
             return (
                 v.to_string_lossy().into_owned(),
                 format!("the virtual environment in {}", dir.display()),
             );
         }
     }
-    if let Some(i) = script.filter(|s| s.is_file()).and_then(shebang_interpreter) {
+    if let Some(i) = script
+        .filter(|s| mach.is_file(s))
+        .and_then(|s| shebang_interpreter(mach, s))
+    {
         return (i, "the script's shebang".into());
     }
     (

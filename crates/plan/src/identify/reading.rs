@@ -13,17 +13,17 @@ pub(super) fn looks_like_path(word: &str) -> bool {
             .any(|ext| word.ends_with(ext))
 }
 
-pub(super) fn expand_home(word: &str) -> String {
-    match (word.strip_prefix("~/"), std::env::var("HOME")) {
-        (Some(rest), Ok(home)) => format!("{home}/{rest}"),
+pub(super) fn expand_home(mach: &dyn Machine, word: &str) -> String {
+    match (word.strip_prefix("~/"), mach.home()) {
+        (Some(rest), Some(home)) => format!("{home}/{rest}"),
         _ => word.to_string(),
     }
 }
 
 /// `word` against `cwd`, with `.` components dropped (`./tool` → `<cwd>/tool`); `..` is
 /// kept, as a symlinked directory makes it mean something else than its lexical parent.
-pub(super) fn resolve_path(cwd: &Path, word: &str) -> PathBuf {
-    let p = PathBuf::from(expand_home(word));
+pub(super) fn resolve_path(mach: &dyn Machine, cwd: &Path, word: &str) -> PathBuf {
+    let p = PathBuf::from(expand_home(mach, word));
     let joined = if p.is_absolute() { p } else { cwd.join(p) };
     joined
         .components()
@@ -92,7 +92,7 @@ pub(super) fn read_port(words: &[String]) -> Option<(Result<u16, String>, usize)
 }
 
 /// `file.py:func`, `file.py:120-180`, `file.py:120`, `pkg.mod:Class.method`.
-pub(super) fn read_function(cwd: &Path, word: &str) -> Option<Main> {
+pub(super) fn read_function(mach: &dyn Machine, cwd: &Path, word: &str) -> Option<Main> {
     if word.contains("://") {
         return None;
     }
@@ -112,8 +112,8 @@ pub(super) fn read_function(cwd: &Path, word: &str) -> Option<Main> {
     } else {
         return None;
     };
-    let path = resolve_path(cwd, left);
-    if left.ends_with(".py") || path.is_file() {
+    let path = resolve_path(mach, cwd, left);
+    if left.ends_with(".py") || mach.is_file(&path) {
         return Some(Main::Function {
             file: Some(path),
             module: None,
@@ -132,60 +132,58 @@ pub(super) fn read_function(cwd: &Path, word: &str) -> Option<Main> {
     })
 }
 
-pub(super) fn has_python_shebang(path: &Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 128];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
-        .unwrap_or(0);
-    let line = String::from_utf8_lossy(&head[..n]);
+pub(super) fn has_python_shebang(mach: &dyn Machine, path: &Path) -> bool {
+    let head = mach.read_head(path, 128).unwrap_or_default();
+    let line = String::from_utf8_lossy(&head);
     line.starts_with("#!") && line.lines().next().is_some_and(|l| l.contains("python"))
 }
 
-pub(super) fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+pub(super) fn is_executable(mach: &dyn Machine, path: &Path) -> bool {
+    matches!(
+        mach.kind(path),
+        FileKind::File {
+            executable: true,
+            ..
+        }
+    )
 }
 
 /// Python files of `dir`, sorted, at most `n`.
-pub(super) fn python_files(dir: &Path, n: usize) -> Vec<String> {
-    let mut files: Vec<String> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|f| f.ends_with(".py"))
-                .collect()
-        })
-        .unwrap_or_default();
+pub(super) fn python_files(mach: &dyn Machine, dir: &Path, n: usize) -> Vec<String> {
+    let mut files: Vec<String> = mach
+        .list_dir(dir)
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|f| f.ends_with(".py"))
+        .collect();
     files.sort();
     files.truncate(n);
     files
 }
 
 /// Names in the path's directory that are close to its file name.
-pub(super) fn close_matches(path: &Path) -> Vec<String> {
+pub(super) fn close_matches(mach: &dyn Machine, path: &Path) -> Vec<String> {
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return Vec::new();
     };
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut scored: Vec<(f64, String)> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .map(|f| (strsim::jaro_winkler(&name, &f), f))
-                .filter(|(s, _)| *s > 0.8)
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut scored: Vec<(f64, String)> = mach
+        .list_dir(dir)
+        .into_iter()
+        .map(|(f, _)| (strsim::jaro_winkler(&name, &f), f))
+        .filter(|(s, _)| *s > 0.8)
+        .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
     scored.into_iter().take(3).map(|(_, f)| f).collect()
 }
 
 /// Classify the word at the start of `words` as a target; returns it and the words used, or
 /// a question.
-pub(super) fn read_main(cwd: &Path, words: &[String]) -> Result<(Main, usize), String> {
+pub(super) fn read_main(
+    mach: &dyn Machine,
+    cwd: &Path,
+    words: &[String],
+) -> Result<(Main, usize), String> {
     let w = &words[0];
     if is_python_interpreter(w) {
         let mut i = 1;
@@ -213,9 +211,9 @@ pub(super) fn read_main(cwd: &Path, words: &[String]) -> Result<(Main, usize), S
                 "-X" | "-W" => i += 2,
                 s if s.starts_with('-') => i += 1,
                 s => {
-                    let path = resolve_path(cwd, s);
-                    if !path.exists() {
-                        return Err(missing_path(&path, s));
+                    let path = resolve_path(mach, cwd, s);
+                    if !mach.exists(&path) {
+                        return Err(missing_path(mach, &path, s));
                     }
                     return Ok((
                         Main::Script {
@@ -243,16 +241,16 @@ pub(super) fn read_main(cwd: &Path, words: &[String]) -> Result<(Main, usize), S
             2,
         ));
     }
-    if let Some(f) = read_function(cwd, w) {
+    if let Some(f) = read_function(mach, cwd, w) {
         return Ok((f, 1));
     }
-    let path = resolve_path(cwd, w);
+    let path = resolve_path(mach, cwd, w);
     // A folder named alone (focus words aside) is that folder: never `python -m` of it, nor
     // a process name.
-    let alone_dir = path.is_dir() && words[1..].iter().all(|x| !focus_of_word(x).is_empty());
-    if path.exists() && (looks_like_path(w) || path.is_file() || alone_dir) {
-        if path.is_dir() {
-            if path.join("__main__.py").is_file() {
+    let alone_dir = mach.is_dir(&path) && words[1..].iter().all(|x| !focus_of_word(x).is_empty());
+    if mach.exists(&path) && (looks_like_path(w) || mach.is_file(&path) || alone_dir) {
+        if mach.is_dir(&path) {
+            if mach.is_file(&path.join("__main__.py")) {
                 return Ok((
                     Main::Script {
                         path,
@@ -261,7 +259,7 @@ pub(super) fn read_main(cwd: &Path, words: &[String]) -> Result<(Main, usize), S
                     1,
                 ));
             }
-            let files = python_files(&path, 8);
+            let files = python_files(mach, &path, 8);
             return Err(if files.is_empty() {
                 format!(
                     "{} is a directory with no Python files. What should run?",
@@ -275,7 +273,7 @@ pub(super) fn read_main(cwd: &Path, words: &[String]) -> Result<(Main, usize), S
                 )
             });
         }
-        if w.ends_with(".py") || w.ends_with(".pyw") || has_python_shebang(&path) {
+        if w.ends_with(".py") || w.ends_with(".pyw") || has_python_shebang(mach, &path) {
             return Ok((
                 Main::Script {
                     path,
@@ -284,7 +282,7 @@ pub(super) fn read_main(cwd: &Path, words: &[String]) -> Result<(Main, usize), S
                 1,
             ));
         }
-        if is_executable(&path) {
+        if is_executable(mach, &path) {
             return Ok((
                 Main::Program {
                     argv0: w.clone(),
@@ -299,13 +297,13 @@ pub(super) fn read_main(cwd: &Path, words: &[String]) -> Result<(Main, usize), S
         ));
     }
     if looks_like_path(w) {
-        return Err(missing_path(&path, w));
+        return Err(missing_path(mach, &path, w));
     }
     Ok((Main::Word(w.clone()), 1))
 }
 
-pub(super) fn missing_path(path: &Path, word: &str) -> String {
-    let close = close_matches(path);
+pub(super) fn missing_path(mach: &dyn Machine, path: &Path, word: &str) -> String {
+    let close = close_matches(mach, path);
     let dir = path.parent().unwrap_or(Path::new("/"));
     if close.is_empty() {
         format!(
@@ -323,11 +321,12 @@ pub(super) fn missing_path(path: &Path, word: &str) -> String {
 }
 
 pub(super) fn read_words(
-    b: &mut Build,
+    b: &mut Build<'_>,
     words: &[String],
     recipes: &Recipes,
     cwd: &Path,
 ) -> Reading {
+    let mach = b.mach;
     let phrases = recipes.phrases();
     let non_ascii_phrases: Vec<&str> = phrases.iter().map(|(p, _)| *p).collect();
     let mut r = Reading::default();
@@ -335,7 +334,7 @@ pub(super) fn read_words(
     let mut i = 0;
     while i < words.len() {
         let w = &words[i];
-        if !w.is_ascii() && !resolve_path(cwd, w).exists() {
+        if !w.is_ascii() && !mach.exists(&resolve_path(mach, cwd, w)) {
             let reading = read_non_ascii(w, &non_ascii_phrases);
             for (word, f) in reading.focus {
                 b.focus(&word, f);
@@ -433,7 +432,7 @@ pub(super) fn read_words(
             i += 1;
             continue;
         }
-        match read_main(cwd, &words[i..]) {
+        match read_main(mach, cwd, &words[i..]) {
             Ok((main, used)) => {
                 r.main = Some(main);
                 i += used;

@@ -3,15 +3,17 @@
 use super::*;
 
 pub(super) fn set_program(
-    b: &mut Build,
+    b: &mut Build<'_>,
     argv0: &str,
     path: Option<PathBuf>,
     argv: &[String],
     words: &[String],
     python: &PythonChoice,
 ) {
+    let mach = b.mach;
     b.t.kind = TargetKind::Command;
-    let is_python = is_python_interpreter(argv0) || path.as_deref().is_some_and(has_python_shebang);
+    let is_python = is_python_interpreter(argv0)
+        || path.as_deref().is_some_and(|p| has_python_shebang(mach, p));
     let mut command = vec![argv0.to_string()];
     if argv0 == "-c" || (is_python_interpreter(argv0) && words.iter().any(|w| w == "-c")) {
         // `python -c code`: keep the words as given after the interpreter.
@@ -39,7 +41,7 @@ pub(super) fn set_program(
 }
 
 pub(super) fn resolve_function(
-    b: &mut Build,
+    b: &mut Build<'_>,
     raw: &str,
     file: Option<PathBuf>,
     module: Option<String>,
@@ -47,6 +49,7 @@ pub(super) fn resolve_function(
     outline_of: &dyn Fn(&Path) -> Option<PythonOutline>,
     python: &PythonChoice,
 ) {
+    let mach = b.mach;
     let Some(file) = file else {
         b.ask(format!(
             "Module `{}` of `{raw}` is not importable by {}. Which file is it in?",
@@ -55,9 +58,9 @@ pub(super) fn resolve_function(
         ));
         return;
     };
-    if !file.is_file() {
+    if !mach.is_file(&file) {
         let name = file.to_string_lossy().into_owned();
-        b.ask(missing_path(&file, &name));
+        b.ask(missing_path(mach, &file, &name));
         return;
     }
     let Some(outline) = outline_of(&file) else {
@@ -230,15 +233,16 @@ pub(super) fn resolve_function(
 }
 
 pub(super) async fn resolve_word(
-    b: &mut Build,
+    b: &mut Build<'_>,
     word: &str,
     argv: &[String],
     table: &Table,
     answers: Option<&Answers>,
     python: &PythonChoice,
 ) {
+    let mach = b.mach;
     let matches = table.matching_name(word);
-    let on_path = system_profile_exec::which(word);
+    let on_path = mach.which(word);
     let module_origin = answers.and_then(|a| a.specs.get(word).cloned().flatten());
     if argv.is_empty() && !matches.is_empty() {
         b.t.kind = TargetKind::Service;
@@ -255,7 +259,7 @@ pub(super) async fn resolve_word(
                 p.display()
             ));
         }
-        let unit = match systemd_unit(word).await {
+        let unit = match mach.systemd_unit(word).await {
             Ok(u) => u,
             Err(why) => {
                 b.evidence(why);
@@ -277,7 +281,7 @@ pub(super) async fn resolve_word(
         for root in &chosen_roots {
             for pid in table.tree(*root) {
                 if let Some(s) = table.get(pid) {
-                    let mut info = table.info(s);
+                    let mut info = table.info(mach, s);
                     info.role = Some(if pid == *root {
                         "main".into()
                     } else if pids.contains(&pid) {
@@ -325,13 +329,14 @@ pub(super) async fn resolve_word(
             systemd_unit: unit,
         });
         // The service's own interpreter (its venv), not the one a new program would get.
-        b.t.python = processes
-            .iter()
-            .find(|p| p.is_python)
-            .map(|p| match venv_of_process(p) {
-                Some(_) => process_python(p),
-                None => python.clone(),
-            });
+        b.t.python =
+            processes
+                .iter()
+                .find(|p| p.is_python)
+                .map(|p| match venv_of_process(mach, p) {
+                    Some(_) => process_python(mach, p),
+                    None => python.clone(),
+                });
         b.t.processes = processes;
         return;
     }
@@ -366,12 +371,13 @@ pub(super) async fn resolve_word(
     b.t.unrecognized.insert(0, word.to_string());
 }
 
-pub(super) fn resolve_pids(b: &mut Build, pids: &[u32], table: &Table, has_main: bool) {
+pub(super) fn resolve_pids(b: &mut Build<'_>, pids: &[u32], table: &Table, has_main: bool) {
+    let mach = b.mach;
     let mut found = Vec::new();
     for pid in pids {
         match table.get(*pid) {
             Some(snap) => {
-                let mut info = table.info(snap);
+                let mut info = table.info(mach, snap);
                 info.role = Some("target".into());
                 b.evidence(format!(
                     "PID {pid} is alive: `{}` (user {}, up {:.0} s{})",
@@ -388,7 +394,7 @@ pub(super) fn resolve_pids(b: &mut Build, pids: &[u32], table: &Table, has_main:
                 // Its children come with it.
                 for child in table.tree(*pid).into_iter().skip(1) {
                     if let Some(s) = table.get(child) {
-                        let mut c = table.info(s);
+                        let mut c = table.info(mach, s);
                         c.role = Some("child".into());
                         found.push(c);
                     }
@@ -452,7 +458,7 @@ pub(super) fn resolve_pids(b: &mut Build, pids: &[u32], table: &Table, has_main:
     };
     if found.iter().any(|p| p.is_python) {
         let main = found.iter().find(|p| p.is_python).cloned();
-        b.t.python = main.as_ref().map(process_python);
+        b.t.python = main.as_ref().map(|p| process_python(mach, p));
     }
     b.t.processes = found;
 }

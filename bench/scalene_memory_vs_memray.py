@@ -1,6 +1,8 @@
 """Scalene's per-line memory (run by system-profile) against memray's top allocation site (run
 by system-profile), on pyperformance bodies run unchanged in pyperf's worker mode: does
-Scalene name memray's top allocating line of the program, and how close are the bytes?
+Scalene name memray's top allocating line of the program, and how close are the bytes? And
+the same for what was live at the peak: Scalene's per-line peak against memray's high-water
+mark (`memray transform csv`, summed by the program's line).
 
     python3 bench/scalene_memory_vs_memray.py [system-profile binary] [python]
 
@@ -49,11 +51,15 @@ def sites(method, command, cwd, own):
     for x in mine:
         f = x["function"].rsplit(".", 1)[-1]
         by_function[f] = by_function.get(f, 0) + (x.get("size_bytes") or 0)
+    held = [s for s in a.get("at_peak", []) if s["file"].endswith(own) and s.get("line")]
     return {"wall_s": round(run["wall_s"], 2),
             "top_function": max(by_function, key=by_function.get) if by_function else None,
             "total_mib": round(a.get("total_bytes_allocated", 0) / 2**20, 1),
+            "peak_mib": round(a.get("peak_bytes", 0) / 2**20, 1),
             "top": [(s["line"], round((s.get("size_bytes") or 0) / 2**20, 1), s["function"][:40])
-                    for s in mine[:3]]}
+                    for s in mine[:3]],
+            "at_peak": [(s["line"], round(s["live_bytes"] / 2**20, 1), s["function"][:40])
+                        for s in held[:3]]}
 
 
 def all_allocators(command, cwd, own):
@@ -92,5 +98,10 @@ for name, loops in BODIES.items():
     row["scalene_top_in_memray_top3"] = bool(m and s and s[0][0] in [x[0] for x in m])
     if m and s and m[0][0] == s[0][0] and m[0][1]:
         row["scalene_over_memray_bytes"] = round(s[0][1] / m[0][1], 2)
+    # Live at the peak: Scalene's per-line peak against memray's high-water mark.
+    mp, sp = row["memray"]["at_peak"], row["scalene"]["at_peak"]
+    row["same_peak_line"] = bool(mp and sp and mp[0][0] == sp[0][0])
+    if row["same_peak_line"] and mp[0][1]:
+        row["scalene_over_memray_peak_bytes"] = round(sp[0][1] / mp[0][1], 2)
     print(json.dumps(row), flush=True)
     shutil.rmtree(d, ignore_errors=True)

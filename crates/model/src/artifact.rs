@@ -51,6 +51,8 @@ pub enum ArtifactKind {
     MemrayStatsJson,
     // memray's HTML flame graph.
     MemrayFlamegraphHtml,
+    // `memray transform csv`: the allocations live at the peak, with their stacks.
+    MemrayPeakCsv,
     // tracemalloc's snapshot summary as JSON.
     TracemallocJson,
     // memory_profiler's rows as JSON.

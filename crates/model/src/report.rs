@@ -200,9 +200,28 @@ pub struct AllocationSiteRow {
     pub bytes: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
-    /// Of the heap's peak (tracemalloc) or of all bytes allocated (memray), in %.
+    /// Of the peak (live at the peak) or of all bytes allocated (allocated over the run), in %.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_percent: Option<f64>,
+    /// What `bytes` counts.
+    #[serde(default)]
+    pub measure: SiteMeasure,
+    /// The library frame that made most of the bytes on the program's behalf, as
+    /// `function (file:line)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+}
+
+/// What an allocation site's bytes count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteMeasure {
+    /// Bytes still live at the peak (tracemalloc's peak snapshot, memray's high-water mark,
+    /// Scalene's per-line peak): what holding memory costs.
+    #[default]
+    LiveAtPeak,
+    /// Bytes allocated over the run, freed or not: churn, which costs time.
+    AllocatedOverRun,
 }
 
 /// The resident memory of one Python process at start, after its leading imports, and at its

@@ -10,6 +10,7 @@ pub mod kineto;
 pub mod launcher;
 pub mod line_profile;
 pub mod memory_profile;
+pub mod memray_peak;
 pub mod memray_stats;
 pub mod nccl_debug;
 pub mod nccl_tests;

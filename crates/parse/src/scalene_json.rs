@@ -9,7 +9,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use system_profile_model::metrics::{
     AllocationProfile, AllocationTotal, FunctionHotspot, LineHotspot, LineUsage, LineUsageProfile,
-    StackProfile,
+    PeakSite, StackProfile,
 };
 use system_profile_model::{Diag, Parsed};
 
@@ -246,6 +246,25 @@ pub fn allocations(p: &LineUsageProfile) -> Option<AllocationProfile> {
             .then_with(|| (&a.file, a.line).cmp(&(&b.file, b.line)))
     });
     let top_by_count = allocating.iter().take(20).map(|l| site(l)).collect();
+    // Scalene's per-line peak: the most that was live at once from the line.
+    allocating.sort_by(|a, b| {
+        b.peak_bytes
+            .cmp(&a.peak_bytes)
+            .then_with(|| (&a.file, a.line).cmp(&(&b.file, b.line)))
+    });
+    let at_peak = allocating
+        .iter()
+        .filter(|l| l.peak_bytes > 0)
+        .take(20)
+        .map(|l| PeakSite {
+            function: l.function.clone().unwrap_or_else(|| l.code.clone()),
+            file: l.file.clone(),
+            line: Some(l.line),
+            live_bytes: l.peak_bytes,
+            allocations: l.malloc_samples,
+            via: None,
+        })
+        .collect();
     Some(AllocationProfile {
         peak_bytes: p.max_footprint_bytes.unwrap_or(0),
         total_allocations: p.lines.iter().map(|l| l.malloc_samples).sum(),
@@ -258,6 +277,7 @@ pub fn allocations(p: &LineUsageProfile) -> Option<AllocationProfile> {
         // Sampled net growth (one sample about every MB): on six pyperformance bodies its top
         // line never was the top line of every allocation counted (BENCHMARKS.md).
         traces_python_allocators: false,
+        at_peak,
     })
 }
 

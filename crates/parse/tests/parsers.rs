@@ -336,6 +336,53 @@ fn memray_stats_fixtures() {
     assert_eq!(m.python_allocator.as_deref(), Some("pymalloc"));
 }
 
+/// Memory live at the peak of a program that loads a 5.4 MB JSON file with the standard
+/// library: the decoded objects belong to the program's `json.loads` line, by way of the
+/// decoder, and the text it read to the `f.read()` line; what was freed before the peak (the
+/// file object's buffer) is not there.
+#[test]
+fn memray_peak_fixtures() {
+    fn own_code(
+        text: &str,
+    ) -> system_profile_model::Parsed<Vec<system_profile_model::metrics::PeakSite>> {
+        system_profile_parse::memray_peak::parse(text, |f| f == "load.py")
+    }
+    assert_eq!(snapshot_all("memray_peak", own_code), 1);
+    let sites = own_code(&fixture("memray_peak", "json-load-at-peak")).value;
+    let top = &sites[0];
+    assert_eq!((top.function.as_str(), top.line), ("load", Some(8)));
+    assert!(
+        top.via
+            .as_deref()
+            .is_some_and(|v| v.starts_with("raw_decode (") && v.contains("json/decoder.py:")),
+        "{:?}",
+        top.via
+    );
+    let total: u64 = sites.iter().map(|s| s.live_bytes).sum();
+    // memray stats put the peak at 27.5 MiB; the sites are most of it (20 kept).
+    assert!(
+        top.live_bytes > 10 << 20 && total <= 28_884_000,
+        "{top:?} {total}"
+    );
+    let read = sites
+        .iter()
+        .find(|s| s.line == Some(7))
+        .expect("the text read");
+    assert!(read.live_bytes >= 5_394_145, "{read:?}");
+    // Without a notion of the program's own code, each allocation stays where it was made.
+    let innermost = system_profile_parse::memray_peak::parse(
+        &fixture("memray_peak", "json-load-at-peak"),
+        |_| false,
+    )
+    .value;
+    assert!(
+        innermost[0].file.ends_with("json/decoder.py"),
+        "{:?}",
+        innermost[0]
+    );
+    assert!(innermost.iter().all(|s| s.via.is_none()));
+}
+
 #[test]
 fn dmon_fixtures_read_every_row() {
     use system_profile_parse::nvidia_smi_dmon;

@@ -7,7 +7,7 @@
 use crate::fmt::{bytes, num, pct, tr};
 use crate::session::Session;
 use crate::tables::{cite, measured, shown_file};
-use system_profile_model::report::{AllocationSiteRow, Report};
+use system_profile_model::report::{AllocationSiteRow, Report, SiteMeasure};
 use system_profile_model::run::ArtifactKind;
 
 /// Sites per run: enough to see the shape, few enough to read.
@@ -39,10 +39,33 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
                     count: Some(s.count),
                     share_percent: (p.peak_bytes > 0)
                         .then(|| s.size_bytes as f64 / p.peak_bytes as f64 * 100.0),
+                    measure: SiteMeasure::LiveAtPeak,
+                    via: None,
                 });
             }
         }
         if let Some(a) = &run.metrics.allocations {
+            for t in a
+                .at_peak
+                .iter()
+                .filter(|t| !ours(&t.file))
+                .take(SITES_PER_RUN)
+            {
+                rows.push(AllocationSiteRow {
+                    run_id: run.run_id.clone(),
+                    source: crate::tables::cite_allocations(run),
+                    tool: run.profiler.id(),
+                    function: Some(t.function.clone()),
+                    file: shown_file(root, &t.file),
+                    line: t.line,
+                    bytes: t.live_bytes,
+                    count: Some(t.allocations),
+                    share_percent: (a.peak_bytes > 0)
+                        .then(|| t.live_bytes as f64 / a.peak_bytes as f64 * 100.0),
+                    measure: SiteMeasure::LiveAtPeak,
+                    via: t.via.clone(),
+                });
+            }
             for t in a
                 .top_by_size
                 .iter()
@@ -63,6 +86,8 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
                     count: t.count,
                     share_percent: (a.total_bytes_allocated > 0)
                         .then(|| size as f64 / a.total_bytes_allocated as f64 * 100.0),
+                    measure: SiteMeasure::AllocatedOverRun,
+                    via: None,
                 });
             }
         }
@@ -150,6 +175,7 @@ pub fn render(md: &mut String, report: &Report) {
         ("Run", "実行"),
         ("Tool", "ツール"),
         ("Where", "場所"),
+        ("Counts", "数えたもの"),
         ("Bytes", "バイト"),
         ("Blocks", "ブロック数"),
         ("Share", "比率"),
@@ -176,11 +202,24 @@ pub fn render(md: &mut String, report: &Report) {
             ),
             None => format!("`{}`", crate::markdown::esc(&at)),
         };
+        let at = match &r.via {
+            Some(v) => format!(
+                "{at} {} `{}`",
+                tr(lang, "via", "経由"),
+                crate::markdown::esc(v)
+            ),
+            None => at,
+        };
+        let counts = match r.measure {
+            SiteMeasure::LiveAtPeak => tr(lang, "live at the peak", "ピーク時に生存"),
+            SiteMeasure::AllocatedOverRun => tr(lang, "allocated over the run", "実行中の確保量"),
+        };
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
             r.run_id,
             r.tool,
             at,
+            counts,
             bytes(r.bytes),
             r.count.map(num).unwrap_or_else(|| "—".into()),
             r.share_percent.map(pct).unwrap_or_else(|| "—".into()),
@@ -188,8 +227,8 @@ pub fn render(md: &mut String, report: &Report) {
     }
     md.push_str(&tr(
         lang,
-        "\ntracemalloc: bytes still live at the heap's peak, and their share of it; memray: bytes allocated over the whole run (freed or not), and their share of all bytes allocated.\n\n",
-        "\ntracemalloc: ヒープのピーク時点で生存していたバイトとその比率。memray: 実行全体で確保したバイト（解放済みを含む）と全確保量に対する比率。\n\n",
+        "\nLive at the peak: bytes still held when memory peaked, and their share of the peak: what holding memory costs (memray counts a library call's allocations at the program's line that called it, the library's frame after \"via\"; tracemalloc at the line that made them). Allocated over the run: bytes made there whether freed or not, and their share of all bytes allocated: churn, which costs time.\n\n",
+        "\nピーク時に生存: メモリがピークに達した時点でまだ保持されていたバイトとピークに対する比率。保持のコスト（memray はライブラリ呼び出しの確保を呼び出したプログラムの行に数え、\"経由\" の後にライブラリの箇所を示す。tracemalloc は確保した行に数える）。実行中の確保量: 解放の有無にかかわらずそこで確保したバイトと全確保量に対する比率。チャーン（時間のコスト）。\n\n",
     ));
 }
 

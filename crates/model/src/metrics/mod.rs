@@ -489,6 +489,38 @@ pub struct AllocationProfile {
     /// net growth (Scalene), so the sites say where memory grew, not where objects are made.
     #[serde(default)]
     pub traces_python_allocators: bool,
+    /// What was live at the peak, by the program's own line that allocated it (memray's
+    /// high-water mark), largest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub at_peak: Vec<PeakSite>,
+}
+
+/// Whether a file a profiler names is the program's own code, for a program run in `cwd`: under
+/// it (or relative, as a script run by a relative path is named) and outside installed
+/// packages, not the interpreter's frozen modules (`<frozen runpy>`).
+pub fn is_program_file(file: &str, cwd: &std::path::Path) -> bool {
+    let path = std::path::Path::new(file);
+    (path.starts_with(cwd) || (path.is_relative() && !file.starts_with('<')))
+        && !file.contains("site-packages")
+        && !file.contains("dist-packages")
+}
+
+/// Memory live at the peak that one line of the program allocated: its own allocations and
+/// those of the library calls it made (`via` names the library frame that allocated most).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PeakSite {
+    pub function: String,
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Bytes live at the peak that it allocated.
+    pub live_bytes: u64,
+    /// Allocations those bytes are.
+    pub allocations: u64,
+    /// The frame outside the program's own code that made most of them, as
+    /// `function (file:line)`, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// One line of a memory_profiler run: the process's resident memory after it ran.

@@ -7,10 +7,10 @@ use super::data_dir;
 use std::time::{Duration, Instant};
 use system_profile_parse::Format;
 use system_profile_parse::{
-    cprofile_json, folded, instrument_log, kineto, line_profile, memory_profile, memray_stats,
-    nccl_debug, nccl_tests, nsys_stats, nvidia_smi_dmon, nvidia_smi_nvlink, nvidia_smi_query,
-    nvidia_smi_topo, perf_stat, py_spy_dump, pyinstrument_session, scalene_json, strace_c, sysstat,
-    time_v, tracemalloc_json,
+    cprofile_json, folded, instrument_log, kineto, line_profile, memory_profile, memray_peak,
+    memray_stats, nccl_debug, nccl_tests, nsys_stats, nvidia_smi_dmon, nvidia_smi_nvlink,
+    nvidia_smi_query, nvidia_smi_topo, perf_stat, py_spy_dump, pyinstrument_session, scalene_json,
+    strace_c, sysstat, time_v, tracemalloc_json,
 };
 
 /// Mutated inputs per fixture (fewer for the large Kineto traces, whose parse is heavier).
@@ -133,6 +133,9 @@ fn parse_as(format: &str, text: &str) -> usize {
         "kineto" => kineto::analyze(text).diagnostics.len(),
         "line_profile" => line_profile::parse(text).diagnostics.len(),
         "memory_profile" => memory_profile::parse(text).diagnostics.len(),
+        "memray_peak" => memray_peak::parse(text, |f| f.ends_with("load.py"))
+            .diagnostics
+            .len(),
         "memray_stats" => memray_stats::parse(text).diagnostics.len(),
         "nccl_debug" => nccl_debug::parse(text).diagnostics.len(),
         "nccl_tests" => nccl_tests::parse(text).diagnostics.len(),

@@ -125,16 +125,22 @@ pub(super) fn python_allocation_site(inputs: &Inputs) -> Vec<Draft> {
         if !a.traces_python_allocators {
             continue;
         }
+        let cwd = std::path::Path::new(&run.cwd);
+        // What was live at the peak, by the program's line that made it, says what holding
+        // memory costs; where memray gave it, it decides (bytes allocated over the run would
+        // count churn as memory).
+        if !a.at_peak.is_empty() {
+            out.extend(peak_site(lang, run, a, cwd));
+            continue;
+        }
         // memray ranks every place, the interpreter's imports included (Scalene only the
         // program's files); the user can change
         // only their own code: the first site under the run's directory, outside packages.
-        let cwd = std::path::Path::new(&run.cwd);
         // (A script run by a relative path has relative file names.)
-        let own = a.top_by_size.iter().find(|s| {
-            let f = std::path::Path::new(&s.file);
-            (f.starts_with(cwd) || (f.is_relative() && !s.file.starts_with('<')))
-                && !s.file.contains("site-packages")
-        });
+        let own = a
+            .top_by_size
+            .iter()
+            .find(|s| system_profile_model::metrics::is_program_file(&s.file, cwd));
         let Some((site, size)) = own.and_then(|s| Some((s, s.size_bytes?))) else {
             continue;
         };
@@ -180,4 +186,63 @@ pub(super) fn python_allocation_site(inputs: &Inputs) -> Vec<Draft> {
         });
     }
     out
+}
+
+/// The program's own line holding the most at memray's high-water mark, when it holds enough
+/// of the peak to matter. Memory a library call made counts at the program's line that
+/// called it, and the advice is about that call.
+fn peak_site(
+    lang: system_profile_model::report::Lang,
+    run: &system_profile_model::run::RunRecord,
+    a: &system_profile_model::metrics::AllocationProfile,
+    cwd: &std::path::Path,
+) -> Option<Draft> {
+    let site = a
+        .at_peak
+        .iter()
+        .find(|s| system_profile_model::metrics::is_program_file(&s.file, cwd))?;
+    let size = site.live_bytes;
+    if size < ALLOC_SITE_MIN_BYTES || (size as f64) < ALLOC_SITE_SHARE * a.peak_bytes as f64 {
+        return None;
+    }
+    let file = std::path::Path::new(&site.file)
+        .strip_prefix(cwd)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| site.file.clone());
+    let line = site.line.map(|l| format!(":{l}")).unwrap_or_default();
+    let share = pct(size as f64 / a.peak_bytes.max(1) as f64 * 100.0);
+    let gain = size / 2;
+    let tool = run.profiler.id();
+    let (how_en, how_ja) = match &site.via {
+        Some(via) => (
+            format!(" The library call on that line made them (most in {via}): the call is what to change, not the library: read or decode in pieces (a streaming parser, chunks), keep only the fields used, or drop the input once it is decoded."),
+            format!(" その行のライブラリ呼び出しが確保した（大半は {via}）。変えるのはライブラリではなく呼び出し: 分割して読む・デコードする（ストリーミングパーサ、チャンク）、使う項目だけ残す、デコード後に入力を手放す。"),
+        ),
+        None => (
+            " Stream it (a generator, chunks), use a compact type (NumPy arrays, `array`, `__slots__`), or free it before the next large allocation.".to_string(),
+            " 逐次処理（ジェネレータ、分割）にする、小さな型（NumPy 配列、`array`、`__slots__`）にする、次の大きな確保の前に解放する。".to_string(),
+        ),
+    };
+    Some(Draft {
+        title: tr(
+            lang,
+            format!("{file}{line} ({}) holds {} at the peak", site.function, bytes(size)),
+            format!("{file}{line}（{}）がピーク時に {} を保持", site.function, bytes(size)),
+        ),
+        action: tr(
+            lang,
+            format!(
+                "{tool}: {} allocations made at {file}{line} were still live when memory peaked: {} of the {} peak ({share}).{how_en} Halving it saves about {}.",
+                num(site.allocations), bytes(size), bytes(a.peak_bytes), bytes(gain)
+            ),
+            format!(
+                "{tool}: {file}{line} で確保された {} 個がメモリのピーク時にまだ生存していた: ピーク {} のうち {}（{share}）。{how_ja} 半減で約 {} 削減。",
+                num(site.allocations), bytes(a.peak_bytes), bytes(size), bytes(gain)
+            ),
+        ),
+        evidence: vec![format!("memory {} cpu heap", run.run_id)],
+        sources: vec![crate::tables::cite(run, ArtifactKind::MemrayPeakCsv)],
+        confidence: Confidence::High,
+        ..Draft::saves_memory(gain, Some(a.peak_bytes))
+    })
 }

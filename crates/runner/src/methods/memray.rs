@@ -1,4 +1,5 @@
-//! `memray`: `memray run`, then `memray stats --json` and a flame graph.
+//! `memray`: `memray run`, then `memray stats --json`, a flame graph, and what was live at the
+//! peak (`memray transform csv`) summed by the program's own lines.
 
 use crate::*;
 
@@ -54,7 +55,9 @@ pub(crate) async fn memray(
         flame_argv.push("--leaks");
     }
     flame_argv.push(&capture_s);
-    let reports: [(Vec<&str>, &str); 2] = [
+    let peak = artifact_path(input, place, ArtifactKind::MemrayPeakCsv);
+    let peak_s = peak.to_string_lossy().into_owned();
+    let reports: [(Vec<&str>, &str); 3] = [
         (
             vec![
                 py.as_str(),
@@ -70,6 +73,20 @@ pub(crate) async fn memray(
             "stats",
         ),
         (flame_argv, "flame graph"),
+        (
+            vec![
+                py.as_str(),
+                "-m",
+                "memray",
+                "transform",
+                "csv",
+                "-f",
+                "-o",
+                &peak_s,
+                &capture_s,
+            ],
+            "transform csv (what was live at the peak)",
+        ),
     ];
     for (report_argv, what) in reports {
         let spec = CommandSpec::new(report_argv).cwd(&place.cwd);
@@ -90,10 +107,20 @@ pub(crate) async fn memray(
             .extend(parsed.diagnostics.iter().map(|d| d.message.clone()));
         e.metrics.allocations = Some(parsed.value);
     }
+    if let (Some(a), true) = (e.metrics.allocations.as_mut(), peak.exists()) {
+        let parsed = system_profile_parse::memray_peak::parse(&read(&peak), |file| {
+            system_profile_model::metrics::is_program_file(file, &place.cwd)
+        });
+        e.warnings
+            .extend(parsed.diagnostics.iter().take(3).map(|d| d.message.clone()));
+        a.at_peak = parsed.value;
+    }
     e.artifacts
         .extend(file_artifact(stats, ArtifactKind::MemrayStatsJson));
     e.artifacts
         .extend(file_artifact(flame, ArtifactKind::MemrayFlamegraphHtml));
+    e.artifacts
+        .extend(file_artifact(peak, ArtifactKind::MemrayPeakCsv));
     explain_exit(&mut e);
     Ok(e)
 }

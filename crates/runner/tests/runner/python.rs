@@ -377,7 +377,8 @@ async fn tracemalloc_imports_the_leading_imports_untraced_and_weighs_each() {
 
 /// Line 3 makes 200,000 small objects (a tuple, a string and two ints each, about 30 MB in
 /// all, each freed at once); line 6 one 5 MB buffer. pymalloc serves line 3 from a few arenas it
-/// reuses: only with its allocations counted does memray put line 3 first.
+/// reuses: only with its allocations counted does memray put line 3 first. What is live at the
+/// peak is line 6's buffer: the churn of line 3 was freed as it went.
 const CHURN: &str = r#"def churn():
     for i in range(200_000):
         t = (i, i + 100_000, str(i))
@@ -415,13 +416,25 @@ async fn memray_counts_small_python_objects_where_they_are_made() {
                 .find(|s| s.file.ends_with("churn.py"))
                 .cloned()
                 .unwrap();
-            (own.line, m.traces_python_allocators, e.argv)
+            let held = m
+                .at_peak
+                .iter()
+                .find(|s| s.file.ends_with("churn.py"))
+                .map(|s| (s.line, s.live_bytes));
+            (own.line, m.traces_python_allocators, e.argv, held)
         }
     };
-    let (line, traced, argv) = top_line(ProfilerOptions::default()).await;
+    let (line, traced, argv, held) = top_line(ProfilerOptions::default()).await;
     assert!(traced && argv.iter().any(|a| a == "--trace-python-allocators"));
     assert_eq!(line, Some(3));
-    let (line, traced, _) = top_line(ProfilerOptions {
+    let (held_line, held_bytes) = held.expect("what was live at the peak");
+    assert_eq!(
+        held_line,
+        Some(6),
+        "live at the peak: the buffer, not the churn"
+    );
+    assert!((5_000_000..5_100_000).contains(&held_bytes), "{held_bytes}");
+    let (line, traced, _, _) = top_line(ProfilerOptions {
         python_allocators: Some(false),
         ..Default::default()
     })

@@ -1,7 +1,8 @@
 """DistributedDataParallel over gloo on the CPU: a 64 -> 128 -> 8 MLP (9,352 float32
 parameters: one DDP bucket, so one all-reduce of 37,408 bytes per step), STEPS SGD steps
-(default 50). Rank 1 sleeps SLOW_RANK_S (default 0.01) after each step, so the other ranks
-wait for it in every all-reduce: a straggler to find. Run it with
+(default 50). Rank 1 sleeps SLOW_RANK_S (default 0.01) after each step, and computes for
+SLOW_RANK_BUSY_S more (default 0: more work than the others, as a rank with a larger share of
+the data has), so the other ranks wait for it in every all-reduce: a straggler to find. Run it with
 `torchrun --nproc_per_node 2 examples/ddp_gloo.py`.
 """
 import os
@@ -18,6 +19,7 @@ model = DDP(torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 steps = int(os.environ.get("STEPS", "50"))
 slow_s = float(os.environ.get("SLOW_RANK_S", "0.01"))
+busy_s = float(os.environ.get("SLOW_RANK_BUSY_S", "0"))
 started = time.perf_counter()
 for step in range(steps):
     x = torch.randn(32, 64)
@@ -28,6 +30,9 @@ for step in range(steps):
     opt.step()
     if rank == 1:
         time.sleep(slow_s)
+        until = time.perf_counter() + busy_s
+        while time.perf_counter() < until:
+            pass
 per_step_ms = (time.perf_counter() - started) / steps * 1e3
 print(f"rank {rank} done: {steps} steps, {per_step_ms:.2f} ms per step")
 dist.destroy_process_group()

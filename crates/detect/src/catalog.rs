@@ -108,6 +108,8 @@ const CATALOG: &[ToolSpec] = &[
     program!("pidstat", "pidstat", System, "pidstat", &["-V"], "apt-get install sysstat"),
     program!("mpstat", "mpstat", System, "mpstat", &["-V"], "apt-get install sysstat"),
     program!("bpftrace", "bpftrace", System, "bpftrace", &["--version"], "apt-get install bpftrace"),
+    // Cluster engines
+    program!("srun", "Slurm (srun)", System, "srun", &["--version"], "run the server on a node or login node of the Slurm cluster (apt-get install slurm-client, with the cluster's slurm.conf and munge key)"),
 ];
 
 /// Every tool `detect_tools` checks, in report order.

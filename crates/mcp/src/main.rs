@@ -119,6 +119,22 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         target: Vec<String>,
     },
+    /// The node part of cluster_nodes, started on a node of a cluster job by its engine
+    /// (srun): observe the job's processes there, answering over stdin/stdout.
+    Node {
+        /// The Slurm job whose processes to observe on this node.
+        #[arg(long)]
+        slurm_job: String,
+        /// How long to observe, s.
+        #[arg(long, default_value_t = 10.0)]
+        window_s: f64,
+        /// Samples per second of the /proc sampler and py-spy.
+        #[arg(long, default_value_t = 20.0)]
+        rate_hz: f64,
+        /// Where this node's files go.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Write every tool's input and output JSON Schema (2020-12) into a folder.
     Schemas {
         /// The folder to write (created when missing).
@@ -450,6 +466,24 @@ fn main() -> ExitCode {
                 }
             }
             Command::Schemas { out, check } => schemas(&out, check),
+            Command::Node {
+                slurm_job,
+                window_s,
+                rate_hz,
+                out,
+            } => {
+                let request = system_profile_runner::node::NodeRequest {
+                    slurm_job,
+                    window: Duration::from_secs_f64(window_s.max(0.1)),
+                    rate_hz,
+                    out_dir: out,
+                };
+                let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+                system_profile_runner::node::serve(&request, stdin, tokio::io::stdout())
+                    .await
+                    .map(|()| ExitCode::SUCCESS)
+                    .context("the node part's exchange on stdin/stdout")
+            }
         }
     });
     // Blocking readers (stdin) must not keep the process alive after the session is over.

@@ -53,6 +53,8 @@ pub enum ArtifactKind {
     MemrayFlamegraphHtml,
     // `memray transform csv`: the allocations live at the peak, with their stacks.
     MemrayPeakCsv,
+    // What the observers on every node of a cluster job saw, gathered.
+    NodesJson,
     // tracemalloc's snapshot summary as JSON.
     TracemallocJson,
     // memory_profiler's rows as JSON.

@@ -26,6 +26,7 @@ pub fn methods_markdown() -> String {
                 TargetMode::Launch => "command",
                 TargetMode::Attach => "PID",
                 TargetMode::Machine => "machine",
+                TargetMode::Cluster => "cluster job",
             })
             .collect();
         let mut needs: Vec<String> = Vec::new();

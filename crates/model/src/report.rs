@@ -648,6 +648,9 @@ pub struct Report {
     pub memory_marks: Vec<MemoryMarkRow>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interconnect: Option<InterconnectTable>,
+    /// A cluster job seen on every node, per run that observed one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub across_nodes: Vec<AcrossNodes>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu: Vec<GpuRow>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -662,6 +665,13 @@ pub struct Report {
     /// What the figures lack (a run that failed, an artifact that could not be read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// What one `cluster_nodes` run saw on a cluster job's nodes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AcrossNodes {
+    pub source: Source,
+    pub profile: crate::metrics::cluster::ClusterProfile,
 }
 
 /// Output of `summarize`.

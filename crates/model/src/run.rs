@@ -66,6 +66,10 @@ pub enum Method {
     Pyinstrument,
     /// Scalene: CPU (Python, native, system), memory and copy volume per line, in one run.
     Scalene,
+    /// Our observers on every node of a cluster job, placed there by the job's own engine
+    /// (`srun --jobid --overlap`): each node's processes of the job, their CPU, memory and
+    /// hottest Python functions per rank, and the node's clock offset.
+    ClusterNodes,
 }
 
 /// How a method reaches its target.
@@ -78,6 +82,9 @@ pub enum TargetMode {
     Attach,
     /// Observes the machine for `duration_s`; the target argument names what is of interest.
     Machine,
+    /// Reaches a cluster job's processes on every node it holds, through the job's engine,
+    /// for `duration_s`.
+    Cluster,
 }
 
 /// A family of metrics from the seed's step 3 (and the block timing of its step 2).
@@ -180,6 +187,8 @@ pub enum RunTarget {
     /// The target `identify_target` returned (`{"target_id": "t1"}`): its command, or its one
     /// process. The server resolves it before the run; the record keeps what ran.
     Identified { target_id: String },
+    /// A running Slurm job by id (`{"slurm_job": "1234"}`): its processes on every node.
+    SlurmJob { slurm_job: String },
 }
 
 /// Input of `run_profiler`.
@@ -291,7 +300,7 @@ pub fn masked_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
 }
 
 use MetricFamily as F;
-use TargetMode::{Attach, Launch, Machine};
+use TargetMode::{Attach, Cluster, Launch, Machine};
 
 macro_rules! spec {
     ($m:ident, tool: $tool:expr, modes: $modes:expr, python_only: $py:expr, gpu: $gpu:expr,
@@ -433,6 +442,10 @@ const SPECS: &[MethodSpec] = &[
         families: &[F::CpuHotspots, F::CpuMemory, F::AllocationSites], overhead: Medium,
         "its allocator is preloaded and samples every ~1 MB allocated; CPU by signals every 10 ms (bench/method_cost.py)",
         artifacts: [(ScaleneJson, "scalene.json")], metrics: &["hotspots_self", "line_cpu_percent", "line_malloc_bytes", "line_copy_mb_per_s", "max_footprint_bytes"]),
+    spec!(ClusterNodes, tool: Some("srun"), modes: &[Cluster], python_only: false, gpu: false, torch: false, function: false, options: [RateHz],
+        families: &[F::CpuUtilization, F::CpuMemory, F::CpuHotspots], overhead: Low,
+        "the /proc sampler and py-spy from outside each rank on every node: py-spy's sampling only (bench/bench.py); srun's step start adds a second or two per node",
+        artifacts: [(NodesJson, "nodes.json")], metrics: &["per_node_clock_offset_s", "per_rank_cpu_s", "per_rank_rss_peak_bytes", "per_rank_top_functions", "stragglers"]),
 ];
 
 impl Method {
@@ -603,6 +616,9 @@ pub struct RunMetrics {
     /// `nsys stats` of the run's report (nsys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nsys: Option<crate::metrics::NsysStats>,
+    /// A cluster job seen on every node it holds (cluster_nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<crate::metrics::cluster::ClusterProfile>,
 }
 
 /// One run, as `run_profiler`, `get_run` and `list_runs` return it and the session's

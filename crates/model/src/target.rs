@@ -46,6 +46,9 @@ pub enum TargetKind {
     Framework,
     /// Only focus words ("gpu", "メモリ"): the whole machine, seen through that focus.
     Focus,
+    /// A job of a cluster engine (`slurm job 1234`): its processes on every node it holds,
+    /// reached through that engine.
+    ClusterJob,
     /// Nothing could be resolved; see `questions`.
     Unknown,
 }
@@ -403,6 +406,9 @@ pub struct Target {
     /// The distributed launcher the command starts under, or the running one found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launcher: Option<LauncherTarget>,
+    /// The cluster job the target is, as its engine describes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterJob>,
     /// The running processes of the target (one for a PID; a service's or framework's
     /// processes with their roles), parents before children.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -412,4 +418,31 @@ pub struct Target {
     /// Words that were not understood.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unrecognized: Vec<String>,
+}
+
+/// A job as its cluster engine describes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClusterJob {
+    /// `slurm`.
+    pub engine: String,
+    pub job_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The engine's word (`RUNNING`, `PENDING`).
+    pub state: String,
+    /// The engine's compressed node list (`gpu[01-04]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_list: Option<String>,
+    /// The nodes, one name each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_nodes: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_tasks: Option<u32>,
+    /// The folder the job runs in (shared by its nodes on a cluster with a shared filesystem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_dir: Option<String>,
 }

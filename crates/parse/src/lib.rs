@@ -23,6 +23,7 @@ pub mod perf_stat;
 pub mod py_spy_dump;
 pub mod pyinstrument_session;
 pub mod scalene_json;
+pub mod slurm;
 pub mod strace_c;
 pub mod sysstat;
 pub mod time_v;

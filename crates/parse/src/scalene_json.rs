@@ -9,7 +9,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use system_profile_model::metrics::{
     AllocationProfile, AllocationTotal, FunctionHotspot, LineHotspot, LineUsage, LineUsageProfile,
-    PeakSite, StackProfile,
+    StackProfile,
 };
 use system_profile_model::{Diag, Parsed};
 
@@ -246,25 +246,6 @@ pub fn allocations(p: &LineUsageProfile) -> Option<AllocationProfile> {
             .then_with(|| (&a.file, a.line).cmp(&(&b.file, b.line)))
     });
     let top_by_count = allocating.iter().take(20).map(|l| site(l)).collect();
-    // Scalene's per-line peak: the most that was live at once from the line.
-    allocating.sort_by(|a, b| {
-        b.peak_bytes
-            .cmp(&a.peak_bytes)
-            .then_with(|| (&a.file, a.line).cmp(&(&b.file, b.line)))
-    });
-    let at_peak = allocating
-        .iter()
-        .filter(|l| l.peak_bytes > 0)
-        .take(20)
-        .map(|l| PeakSite {
-            function: l.function.clone().unwrap_or_else(|| l.code.clone()),
-            file: l.file.clone(),
-            line: Some(l.line),
-            live_bytes: l.peak_bytes,
-            allocations: l.malloc_samples,
-            via: None,
-        })
-        .collect();
     Some(AllocationProfile {
         peak_bytes: p.max_footprint_bytes.unwrap_or(0),
         total_allocations: p.lines.iter().map(|l| l.malloc_samples).sum(),
@@ -277,7 +258,9 @@ pub fn allocations(p: &LineUsageProfile) -> Option<AllocationProfile> {
         // Sampled net growth (one sample about every MB): on six pyperformance bodies its top
         // line never was the top line of every allocation counted (BENCHMARKS.md).
         traces_python_allocators: false,
-        at_peak,
+        // Scalene's per-line peak is the footprint reached while the line ran, not what the
+        // line holds (float: two lines each "peak" at the whole 15.3 MiB; BENCHMARKS.md).
+        at_peak: Vec::new(),
     })
 }
 

@@ -13,6 +13,7 @@ mod fmt;
 mod interconnect;
 mod lines;
 mod markdown;
+mod nodes;
 mod rank_processes;
 pub mod rules;
 mod series;
@@ -99,6 +100,7 @@ fn target_text(t: &RunTarget) -> String {
         RunTarget::Pid { pid } => format!("pid {pid}"),
         RunTarget::System { .. } => "system".into(),
         RunTarget::Identified { target_id } => format!("target {target_id}"),
+        RunTarget::SlurmJob { slurm_job } => format!("Slurm job {slurm_job}"),
     }
 }
 
@@ -261,6 +263,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
         allocation_sites: sites::allocation_sites(&config.root, &session),
         memory_marks: baseline::memory_marks(&session),
         interconnect: tables::interconnect(&session),
+        across_nodes: nodes::across_nodes(&session),
         gpu: tables::gpu_rows(&session),
         hotspots: tables::hotspots(&config.root, &session).map(|mut t| {
             // Each file read once, however many rows and lines name it.

@@ -178,6 +178,7 @@ pub fn render(report: &Report) -> String {
     crate::rank_processes::render(&mut md, report);
     memory(&mut md, report);
     interconnect(&mut md, report);
+    crate::nodes::render(&mut md, report);
     gpu(&mut md, report);
     hotspots(&mut md, report);
     charts(&mut md, report);

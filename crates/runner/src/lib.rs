@@ -15,6 +15,7 @@ use system_profile_sample::nvml::{NvmlSampler, NvmlSamplerConfig};
 use system_profile_sample::sampler::{Sampler, SamplerConfig};
 
 mod methods;
+pub mod node;
 
 pub use methods::IMPLEMENTED;
 use methods::*;
@@ -137,7 +138,19 @@ fn command_of(input: &RunProfilerInput) -> Result<Vec<String>, RunError> {
             ),
         )),
         RunTarget::Identified { target_id } => Err(unresolved(target_id)),
+        RunTarget::SlurmJob { slurm_job } => Err(on_a_cluster_job(input, slurm_job)),
     }
+}
+
+/// A method of this machine given a cluster job: its nodes are reached by `cluster_nodes`.
+fn on_a_cluster_job(input: &RunProfilerInput, job: &str) -> RunError {
+    RunError::new(
+        RunErrorKind::BadTarget,
+        format!(
+            "{} runs on this machine; Slurm job {job}'s processes are on its nodes: run cluster_nodes on it",
+            input.profiler.id()
+        ),
+    )
 }
 
 /// A `target_id` reaching the runner: the server resolves it into a command or a PID first.

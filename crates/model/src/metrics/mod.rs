@@ -5,6 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod cluster;
 mod gpu;
 mod interconnect;
 mod trace;
@@ -456,7 +457,8 @@ pub struct LineUsage {
     pub cpu_system_percent: f64,
     /// Bytes allocated there over the run (Scalene's sampled estimate).
     pub malloc_bytes: u64,
-    /// The most that was live at once from there.
+    /// Scalene's per-line peak: the program's footprint at its highest while the line ran (on
+    /// pyperformance's float two lines both show the whole 15.3 MiB), not what the line holds.
     pub peak_bytes: u64,
     /// Allocation samples Scalene took there (one per ~1 MB window, not a call count).
     pub malloc_samples: u64,
@@ -490,7 +492,8 @@ pub struct AllocationProfile {
     #[serde(default)]
     pub traces_python_allocators: bool,
     /// What was live at the peak, by the program's own line that allocated it (memray's
-    /// high-water mark), largest first.
+    /// high-water mark), largest first. Empty for Scalene, whose per-line peak is the
+    /// footprint reached while the line ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub at_peak: Vec<PeakSite>,
 }

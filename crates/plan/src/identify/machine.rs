@@ -10,7 +10,10 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::Duration;
+pub use system_profile_cluster::{ClusterError, ClusterErrorKind};
+pub use system_profile_model::target::ClusterJob;
 use system_profile_model::target::SystemdUnit;
+pub use system_profile_parse::slurm::QueueRow;
 
 /// An answer that takes a subprocess (the interpreter, `systemctl`).
 pub type Pending<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -56,6 +59,12 @@ pub trait Machine: Sync {
         &'a self,
         name: &'a str,
     ) -> Pending<'a, Result<Option<SystemdUnit>, String>>;
+    /// A Slurm job by id, as `scontrol` describes it.
+    fn slurm_job<'a>(&'a self, job_id: &'a str) -> Pending<'a, Result<ClusterJob, ClusterError>>;
+    /// The jobs `squeue` lists.
+    fn slurm_queue(&self) -> Pending<'_, Result<Vec<QueueRow>, ClusterError>>;
+    /// The user this server runs as, by name (a job's owner is named so).
+    fn user_name(&self) -> Option<String>;
     /// The interpreter's answers about files, modules and versions (`pyhelper`).
     fn ask_python<'a>(
         &'a self,
@@ -181,6 +190,18 @@ impl Machine for Live {
         timeout: Duration,
     ) -> Pending<'a, Result<Answers, HelperError>> {
         Box::pin(pyhelper::ask(python, cwd, questions, timeout))
+    }
+
+    fn slurm_job<'a>(&'a self, job_id: &'a str) -> Pending<'a, Result<ClusterJob, ClusterError>> {
+        Box::pin(system_profile_cluster::slurm_job(job_id))
+    }
+
+    fn slurm_queue(&self) -> Pending<'_, Result<Vec<QueueRow>, ClusterError>> {
+        Box::pin(system_profile_cluster::slurm_queue())
+    }
+
+    fn user_name(&self) -> Option<String> {
+        system_profile_sample::proc::user_names().remove(&self.uid())
     }
 }
 

@@ -1,6 +1,7 @@
 //! Step 1: the user's free text → a target resolved against this machine. Nothing is guessed:
 //! what cannot be resolved to one thing becomes a question.
 
+mod cluster;
 mod frameworks;
 mod launcher;
 pub mod machine;
@@ -16,6 +17,7 @@ use crate::recipe::Recipes;
 use crate::words::{
     focus_of_word, is_filler, normalize, read_non_ascii, split_args, split_scripts,
 };
+use cluster::*;
 use frameworks::*;
 use launcher::*;
 pub use machine::{FileKind, Live, Machine};
@@ -75,6 +77,13 @@ enum Main {
     Launcher(LauncherTarget),
 }
 
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SlurmWords {
+    Id(String),
+    Name(String),
+    Mine,
+}
+
 #[derive(Debug, Clone)]
 enum FunctionSpec {
     Qualname(String),
@@ -126,6 +135,9 @@ struct Reading {
     ports: Vec<u16>,
     /// (phrase, recipe id).
     frameworks: Vec<(String, String)>,
+    /// A Slurm job named: by id (`slurm job 1234`, `slurm 1234.0`), by name, or none (the
+    /// user's running job).
+    slurm: Option<SlurmWords>,
     unrecognized: Vec<String>,
 }
 
@@ -181,6 +193,7 @@ pub async fn identify_on(
             service: None,
             framework: None,
             launcher: None,
+            cluster: None,
             processes: Vec::new(),
             evidence: Vec::new(),
             unrecognized: Vec::new(),
@@ -194,6 +207,10 @@ pub async fn identify_on(
     }
     let reading = read_words(&mut b, &words, recipes, &opts.cwd);
     b.t.unrecognized = reading.unrecognized.clone();
+    if let Some(words) = &reading.slurm {
+        resolve_slurm(&mut b, words).await;
+        return close(b);
+    }
     let table = mach.processes();
 
     // The interpreter and what it can tell: one start for all questions.
@@ -615,6 +632,11 @@ pub async fn identify_on(
             ));
         }
     }
+    close(b)
+}
+
+/// The last words of a target: what was ignored, and a summary for one left unresolved.
+fn close(mut b: Build) -> Target {
     if !b.t.unrecognized.is_empty() && b.t.kind != TargetKind::Unknown {
         let words = b.t.unrecognized.join(" ");
         b.evidence(format!("ignored words not understood: {words}"));

@@ -302,6 +302,29 @@ pub(super) fn read_main(
     Ok((Main::Word(w.clone()), 1))
 }
 
+/// `slurm job 1234`, `slurm 1234.0` (a step: its job), `slurm job train-ddp` (by name), `my
+/// slurm job` or `slurm` alone (the user's running job); returns the words used.
+pub(super) fn read_slurm(words: &[String]) -> Option<(SlurmWords, usize)> {
+    let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
+    let at = usize::from(lower.first().is_some_and(|w| w == "my"));
+    if lower.get(at).map(String::as_str) != Some("slurm") {
+        return None;
+    }
+    let mut used = at + 1;
+    if lower.get(used).map(String::as_str) == Some("job") {
+        used += 1;
+    }
+    let Some(next) = words.get(used).filter(|w| focus_of_word(w).is_empty()) else {
+        return Some((SlurmWords::Mine, used));
+    };
+    let id = next.split('.').next().unwrap_or(next);
+    if !id.is_empty() && id.chars().all(|c| c.is_ascii_digit() || c == '_') {
+        Some((SlurmWords::Id(id.to_string()), used + 1))
+    } else {
+        Some((SlurmWords::Name(next.clone()), used + 1))
+    }
+}
+
 pub(super) fn missing_path(mach: &dyn Machine, path: &Path, word: &str) -> String {
     let close = close_matches(mach, path);
     let dir = path.parent().unwrap_or(Path::new("/"));
@@ -381,6 +404,13 @@ pub(super) fn read_words(
             }
             i += 1;
             continue;
+        }
+        if r.main.is_none() && r.slurm.is_none() {
+            if let Some((slurm, used)) = read_slurm(&words[i..]) {
+                r.slurm = Some(slurm);
+                i += used;
+                continue;
+            }
         }
         if r.main.is_none() {
             if let Some((launcher, used)) = read_launcher(&words[i..]) {

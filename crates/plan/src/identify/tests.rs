@@ -4,6 +4,7 @@
 use super::*;
 use crate::pyhelper::HelperError;
 use machine::Pending;
+use machine::{ClusterError, ClusterErrorKind, ClusterJob, QueueRow};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use system_profile_model::target::SystemdUnit;
 
@@ -19,6 +20,8 @@ struct Fake {
     sockets: BTreeMap<u32, Vec<u64>>,
     /// Module → the file it resolves to.
     modules: BTreeMap<String, String>,
+    /// Slurm's jobs (none: no Slurm client here).
+    slurm: Option<Vec<ClusterJob>>,
 }
 
 impl Fake {
@@ -120,6 +123,44 @@ impl Machine for Fake {
         _name: &'a str,
     ) -> Pending<'a, Result<Option<SystemdUnit>, String>> {
         Box::pin(async { Err("no systemd on this machine".to_string()) })
+    }
+
+    fn slurm_job<'a>(&'a self, job_id: &'a str) -> Pending<'a, Result<ClusterJob, ClusterError>> {
+        let found = match &self.slurm {
+            None => Err(ClusterError {
+                kind: ClusterErrorKind::NoEngine,
+                message: "scontrol is not on PATH".into(),
+            }),
+            Some(jobs) => jobs
+                .iter()
+                .find(|j| j.job_id == job_id)
+                .cloned()
+                .ok_or(ClusterError {
+                    kind: ClusterErrorKind::NoSuchJob,
+                    message: format!("Slurm knows no job {job_id}"),
+                }),
+        };
+        Box::pin(async move { found })
+    }
+
+    fn slurm_queue(&self) -> Pending<'_, Result<Vec<QueueRow>, ClusterError>> {
+        let rows = self
+            .slurm
+            .iter()
+            .flatten()
+            .map(|j| QueueRow {
+                job_id: j.job_id.clone(),
+                name: j.name.clone().unwrap_or_default(),
+                user: j.user.clone().unwrap_or_default(),
+                state: j.state.clone(),
+                node_list: j.node_list.clone().unwrap_or_default(),
+            })
+            .collect();
+        Box::pin(async move { Ok(rows) })
+    }
+
+    fn user_name(&self) -> Option<String> {
+        Some("u".into())
     }
 
     fn ask_python<'a>(
@@ -292,5 +333,83 @@ async fn a_module_not_importable_is_asked_about_and_an_importable_one_resolves()
         t.questions[0].contains("Module `nowhere` is not importable"),
         "{:?}",
         t.questions
+    );
+}
+
+fn job(id: &str, name: &str, user: &str, state: &str) -> ClusterJob {
+    ClusterJob {
+        engine: "slurm".into(),
+        job_id: id.into(),
+        name: Some(name.into()),
+        user: Some(user.into()),
+        state: state.into(),
+        node_list: Some("gpu[01-02]".into()),
+        nodes: vec!["gpu01".into(), "gpu02".into()],
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_slurm_job_by_id_step_name_or_as_mine() {
+    let mut machine = Fake {
+        slurm: Some(vec![
+            job("7", "train-ddp", "u", "RUNNING"),
+            job("8", "eval", "other", "RUNNING"),
+            job("9", "later", "u", "PENDING"),
+        ]),
+        ..Fake::default()
+    };
+    for words in [
+        "slurm job 7 cpu",
+        "slurm 7.0",
+        "slurm job train-ddp",
+        "my slurm job",
+    ] {
+        let t = identify_in(&machine, words).await;
+        assert_eq!(t.kind, TargetKind::ClusterJob, "{words}: {:?}", t.questions);
+        assert!(!t.needs_clarification, "{words}: {:?}", t.questions);
+        let cluster = t.cluster.as_ref().unwrap();
+        assert_eq!(cluster.job_id, "7", "{words}");
+        assert_eq!(cluster.nodes, vec!["gpu01", "gpu02"]);
+        assert!(
+            t.summary.contains("on 2 node(s): gpu01, gpu02"),
+            "{}",
+            t.summary
+        );
+    }
+    assert_eq!(
+        identify_in(&machine, "slurm job 7 cpu").await.focus,
+        vec![Focus::Cpu]
+    );
+    let pending = identify_in(&machine, "slurm job 9").await;
+    assert!(pending.needs_clarification);
+    assert!(
+        pending.questions[0].contains("is PENDING"),
+        "{:?}",
+        pending.questions
+    );
+    let unknown = identify_in(&machine, "slurm job 1234").await;
+    assert!(
+        unknown.questions[0].contains("Slurm knows no job 1234"),
+        "{:?}",
+        unknown.questions
+    );
+    machine
+        .slurm
+        .as_mut()
+        .unwrap()
+        .push(job("10", "second", "u", "RUNNING"));
+    let two = identify_in(&machine, "my slurm job").await;
+    assert!(
+        two.questions[0].starts_with("Several Slurm jobs match: 7"),
+        "{:?}",
+        two.questions
+    );
+    machine.slurm = None;
+    let none = identify_in(&machine, "slurm job 7").await;
+    assert!(
+        none.questions[0].contains("not on PATH"),
+        "{:?}",
+        none.questions
     );
 }

@@ -179,6 +179,9 @@ pub(super) fn draft_steps(
         match step.per {
             Per::Target => {
                 let mut modes = Vec::new();
+                if ctx.target.cluster.is_some() {
+                    modes.push(TargetMode::Cluster);
+                }
                 if ctx.launchable {
                     modes.push(TargetMode::Launch);
                 }
@@ -221,6 +224,23 @@ pub(super) fn draft_steps(
                                 RunTarget::System { system: true },
                                 "the machine".to_string(),
                             )],
+                            TargetMode::Cluster => ctx
+                                .target
+                                .cluster
+                                .iter()
+                                .map(|job| {
+                                    (
+                                        RunTarget::SlurmJob {
+                                            slurm_job: job.job_id.clone(),
+                                        },
+                                        format!(
+                                            "Slurm job {} on {} node(s)",
+                                            job.job_id,
+                                            job.nodes.len().max(1)
+                                        ),
+                                    )
+                                })
+                                .collect(),
                         };
                         if mode == TargetMode::Machine && ctx.launchable && step.alongside.is_none()
                         {

@@ -111,7 +111,7 @@ impl<'a> Context<'a> {
                 target.processes.iter().any(|p| p.is_python)
                     || (target.processes.is_empty() && target.framework.is_some())
             }
-            TargetKind::Focus | TargetKind::Unknown => false,
+            TargetKind::Focus | TargetKind::Unknown | TargetKind::ClusterJob => false,
         };
         let outline = target
             .function

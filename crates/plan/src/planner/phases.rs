@@ -33,6 +33,11 @@ pub(super) fn fill_uncovered_families(
     skipped: &mut Vec<SkippedMethod>,
     notes: &mut Vec<String>,
 ) -> Vec<Draft> {
+    // A cluster job's processes are on its nodes, reached only through its engine: this
+    // machine's samplers would describe the login node.
+    if ctx.target.cluster.is_some() {
+        return drafts;
+    }
     for fam in families {
         if drafts
             .iter()

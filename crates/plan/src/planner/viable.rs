@@ -38,6 +38,7 @@ pub(super) fn viable(ctx: &Context, method: Method, mode: TargetMode) -> Result<
             TargetMode::Launch => "start a program",
             TargetMode::Attach => "attach to a running process",
             TargetMode::Machine => "observe the whole machine",
+            TargetMode::Cluster => "reach a cluster job's nodes",
         };
         return Err(refuse(format!("{} cannot {how}", method.id()), None, false));
     }

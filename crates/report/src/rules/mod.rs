@@ -221,6 +221,11 @@ pub const RULES: &[Rule] = &[
         about: About::Program,
     },
     Rule {
+        id: "straggler_across_nodes",
+        check: straggler_across_nodes,
+        about: About::Program,
+    },
+    Rule {
         id: "nccl_socket_fallback",
         check: nccl_socket_fallback,
         about: About::Program,

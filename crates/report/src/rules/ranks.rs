@@ -108,3 +108,72 @@ pub(super) fn straggler_rank(inputs: &Inputs) -> Vec<Draft> {
     }
     out
 }
+
+/// The rank the others wait for, across the nodes of a cluster job: it computes while they
+/// sit off the CPU. Named with its node and the function its time goes to.
+pub(super) fn straggler_across_nodes(inputs: &Inputs) -> Vec<Draft> {
+    let lang = inputs.lang;
+    let mut out = Vec::new();
+    for a in &inputs.report.across_nodes {
+        let p = &a.profile;
+        let ranks: Vec<(
+            &str,
+            &system_profile_model::metrics::cluster::RankObservation,
+        )> = p
+            .nodes
+            .iter()
+            .flat_map(|n| n.ranks.iter().map(move |r| (n.node.as_str(), r)))
+            .collect();
+        for &s in &p.stragglers {
+            let Some((node, slow)) = ranks.iter().find(|(_, r)| r.rank == s) else {
+                continue;
+            };
+            let mut others: Vec<f64> = ranks
+                .iter()
+                .filter(|(_, r)| r.rank != s)
+                .map(|(_, r)| r.cpu_s)
+                .collect();
+            if others.is_empty() {
+                continue;
+            }
+            others.sort_by(f64::total_cmp);
+            let typical = others[(others.len() - 1) / 2];
+            let hot = slow
+                .top_functions
+                .first()
+                .map(|f| {
+                    tr(
+                        lang,
+                        format!(" Its samples go to `{}` ({:.0}%).", f.function, f.percent),
+                        format!(" サンプルの多くは `{}`（{:.0}%）。", f.function, f.percent),
+                    )
+                })
+                .unwrap_or_default();
+            // What the others would not wait: the straggler's extra computing, per window.
+            let gain_s = (slow.cpu_s - typical).max(0.0).min(p.window_s);
+            out.push(Draft {
+                title: tr(
+                    lang,
+                    format!("Rank {s} on node {node} is the straggler of Slurm job {}", p.job_id),
+                    format!("Slurm ジョブ {} のノード {node} の rank {s} が遅いランク", p.job_id),
+                ),
+                action: tr(
+                    lang,
+                    format!(
+                        "Over the same {} window on every node, rank {s} used {} of CPU against {} for the typical other rank, which sat off the CPU waiting for it in the collectives.{hot} Give it the same work as the others (even shards and batch sizes, no work under `if rank == ...`), or move that work out of the step; as fast as the others, each rank saves about {} per {}.",
+                        secs(p.window_s), secs(slow.cpu_s), secs(typical), secs(gain_s), secs(p.window_s)
+                    ),
+                    format!(
+                        "全ノードで同じ {} の窓の間に、rank {s} は CPU を {} 使い、典型的な他のランクは {}（集団通信でこれを待って CPU を離れていた）。{hot}他と同じ仕事量にする（シャードとバッチを均等に、`if rank == ...` の下の処理をなくす）か、その処理をステップの外へ出す。他と同じ速さなら各ランクが {} あたり約 {} 短縮。",
+                        secs(p.window_s), secs(slow.cpu_s), secs(typical), secs(p.window_s), secs(gain_s)
+                    ),
+                ),
+                evidence: vec![format!("across nodes {} rank {s}", a.source.run_id)],
+                sources: vec![a.source.clone()],
+                confidence: Confidence::Medium,
+                ..Draft::saves_time(gain_s, Some(p.window_s))
+            });
+        }
+    }
+    out
+}

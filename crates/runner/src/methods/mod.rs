@@ -57,6 +57,7 @@ registry! {
     torch_profiler { torch_profiler => [TorchProfiler] },
     pyinstrument { pyinstrument => [Pyinstrument] },
     scalene { scalene => [Scalene] },
+    cluster { cluster_nodes => [ClusterNodes] },
 }
 
 #[cfg(test)]

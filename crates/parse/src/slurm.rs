@@ -1,0 +1,114 @@
+//! Slurm's own words about a job: `scontrol show job -o <id>` (one line of `Key=Value` pairs;
+//! a value may hold spaces only in the last fields we do not read) and `squeue -h -o
+//! '%i|%j|%u|%T|%N'` rows. The node list stays Slurm's compressed form (`gpu[01-04]`):
+//! `scontrol show hostnames` expands it, on the machine that asks.
+
+use system_profile_model::target::ClusterJob;
+use system_profile_model::{Diag, Parsed};
+
+/// One job from `scontrol show job -o`; several lines (a job array) give the first.
+pub fn parse_job(input: &str) -> Parsed<Option<ClusterJob>> {
+    let Some(line) = input.lines().find(|l| l.starts_with("JobId=")) else {
+        return Parsed {
+            value: None,
+            diagnostics: vec![Diag::general(
+                "no `JobId=` line: not `scontrol show job -o` output",
+            )],
+        };
+    };
+    let field = |key: &str| {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            .filter(|v| *v != "(null)" && !v.is_empty())
+            .map(str::to_string)
+    };
+    let number = |key: &str| field(key).and_then(|v| v.parse::<u32>().ok());
+    let Some(job_id) = field("JobId") else {
+        return Parsed {
+            value: None,
+            diagnostics: vec![Diag::general("`JobId=` without a value")],
+        };
+    };
+    let mut diagnostics = Vec::new();
+    let node_list = field("NodeList");
+    if node_list.is_none() {
+        diagnostics.push(Diag::general(format!(
+            "job {job_id} has no NodeList (not started yet?)"
+        )));
+    }
+    Parsed {
+        value: Some(ClusterJob {
+            engine: "slurm".into(),
+            job_id,
+            name: field("JobName"),
+            user: field("UserId").map(|u| u.split('(').next().unwrap_or(&u).to_string()),
+            state: field("JobState").unwrap_or_default(),
+            node_list,
+            nodes: Vec::new(),
+            num_nodes: number("NumNodes"),
+            num_tasks: number("NumTasks"),
+            work_dir: field("WorkDir"),
+        }),
+        diagnostics,
+    }
+}
+
+/// A row of `squeue -h -o '%i|%j|%u|%T|%N'`: id, name, user, state, node list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueRow {
+    pub job_id: String,
+    pub name: String,
+    pub user: String,
+    pub state: String,
+    pub node_list: String,
+}
+
+/// The rows of `squeue -h -o '%i|%j|%u|%T|%N'`; a line that is not five fields is skipped and
+/// said.
+pub fn parse_queue(input: &str) -> Parsed<Vec<QueueRow>> {
+    let mut diagnostics = Vec::new();
+    let mut rows = Vec::new();
+    for (i, line) in input
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let f: Vec<&str> = line.trim().split('|').collect();
+        if let [job_id, name, user, state, node_list] = f[..] {
+            rows.push(QueueRow {
+                job_id: job_id.into(),
+                name: name.into(),
+                user: user.into(),
+                state: state.into(),
+                node_list: node_list.into(),
+            });
+        } else {
+            diagnostics.push(Diag::at(i + 1, "not five `|`-separated fields"));
+        }
+    }
+    Parsed {
+        value: rows,
+        diagnostics,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_rows_and_a_bad_line() {
+        let p = parse_queue("3|train-ddp|root|RUNNING|vm\nnonsense\n4|eval|ana|PENDING|\n");
+        assert_eq!(p.value.len(), 2);
+        assert_eq!(p.value[0].node_list, "vm");
+        assert_eq!(p.value[1].state, "PENDING");
+        assert_eq!(p.diagnostics.len(), 1);
+    }
+
+    #[test]
+    fn an_error_message_is_no_job() {
+        let p = parse_job("slurm_load_jobs error: Invalid job id specified\n");
+        assert!(p.value.is_none());
+        assert_eq!(p.diagnostics.len(), 1);
+    }
+}

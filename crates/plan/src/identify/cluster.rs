@@ -1,0 +1,98 @@
+//! A job of a cluster engine named by the user (`slurm job 1234`, by name, or "my slurm
+//! job"), resolved through the engine: one running job is the target; none, several or one not
+//! running is a question.
+
+use super::*;
+use machine::{ClusterErrorKind, QueueRow};
+
+pub(super) async fn resolve_slurm(b: &mut Build<'_>, words: &SlurmWords) {
+    let mach = b.mach;
+    let id = match words {
+        SlurmWords::Id(id) => id.clone(),
+        SlurmWords::Name(_) | SlurmWords::Mine => {
+            let queue = match mach.slurm_queue().await {
+                Ok(q) => q,
+                Err(e) => return asked_engine_failed(b, &e),
+            };
+            let me = mach.user_name();
+            let candidates: Vec<&QueueRow> = queue
+                .iter()
+                .filter(|r| match words {
+                    SlurmWords::Name(name) => &r.name == name,
+                    _ => me.as_deref() == Some(r.user.as_str()) && r.state == "RUNNING",
+                })
+                .collect();
+            match candidates[..] {
+                [one] => one.job_id.clone(),
+                [] => {
+                    let what = match words {
+                        SlurmWords::Name(name) => format!("No Slurm job is named `{name}`"),
+                        _ => "You have no running Slurm job".to_string(),
+                    };
+                    return b.ask(format!(
+                        "{what} ({} in the queue). Which job id (`slurm job <id>`)?",
+                        queue.len()
+                    ));
+                }
+                _ => {
+                    let listed: Vec<String> = candidates
+                        .iter()
+                        .map(|r| {
+                            format!("{} (`{}`, {}, {})", r.job_id, r.name, r.state, r.node_list)
+                        })
+                        .collect();
+                    return b.ask(format!(
+                        "Several Slurm jobs match: {}. Which one (`slurm job <id>`)?",
+                        listed.join(", ")
+                    ));
+                }
+            }
+        }
+    };
+    let job = match mach.slurm_job(&id).await {
+        Ok(job) => job,
+        Err(e) => return asked_engine_failed(b, &e),
+    };
+    b.evidence(format!(
+        "Slurm job {} (`{}`) is {} on {}",
+        job.job_id,
+        job.name.as_deref().unwrap_or("unnamed"),
+        job.state,
+        job.node_list.as_deref().unwrap_or("no node yet")
+    ));
+    if job.state != "RUNNING" {
+        b.ask(format!(
+            "Slurm job {} is {}: only a running job can be observed on its nodes. Profile it once it runs, or name another job.",
+            job.job_id, job.state
+        ));
+    }
+    b.t.kind = TargetKind::ClusterJob;
+    b.t.summary = format!(
+        "Slurm job {}{} on {} node(s): {}",
+        job.job_id,
+        job.name
+            .as_deref()
+            .map(|n| format!(" (`{n}`)"))
+            .unwrap_or_default(),
+        job.nodes.len(),
+        job.nodes.join(", ")
+    );
+    b.t.cluster = Some(job);
+}
+
+fn asked_engine_failed(b: &mut Build<'_>, e: &machine::ClusterError) {
+    match e.kind {
+        ClusterErrorKind::NoEngine => b.ask(format!(
+            "{}. Run the server on a machine of the cluster (a login node), or name a process here.",
+            e.message
+        )),
+        ClusterErrorKind::NoSuchJob => b.ask(format!(
+            "{}. Which job id (`squeue --me` lists yours)?",
+            e.message
+        )),
+        ClusterErrorKind::Failed => b.ask(format!(
+            "Slurm did not answer: {}. Is the controller reachable from here?",
+            e.message
+        )),
+    }
+}

@@ -1,0 +1,140 @@
+//! "Across nodes": a cluster job seen on every node it holds (`cluster_nodes`): each node's
+//! clock against the gatherer's and its window, its processes' CPU and memory, and the ranks
+//! side by side with their hottest functions and the straggler named with its node.
+
+use crate::fmt::{bytes, pct, secs, tr};
+use crate::markdown::{esc, heads, table};
+use crate::session::Session;
+use crate::tables::{cite, measured};
+use system_profile_model::report::{AcrossNodes, Report};
+use system_profile_model::run::ArtifactKind;
+
+pub fn across_nodes(session: &Session) -> Vec<AcrossNodes> {
+    session
+        .runs
+        .iter()
+        .filter(|r| measured(r))
+        .filter_map(|run| {
+            Some(AcrossNodes {
+                source: cite(run, ArtifactKind::NodesJson),
+                profile: run.metrics.nodes.clone()?,
+            })
+        })
+        .collect()
+}
+
+pub fn render(md: &mut String, report: &Report) {
+    let lang = report.lang;
+    for a in &report.across_nodes {
+        let p = &a.profile;
+        md.push_str(&format!(
+            "### {} ({} {} {}, {})\n\n",
+            tr(lang, "Across nodes", "ノード横断"),
+            p.engine,
+            tr(lang, "job", "ジョブ"),
+            p.job_id,
+            a.source.run_id
+        ));
+        let rows: Vec<Vec<String>> = p
+            .nodes
+            .iter()
+            .map(|n| {
+                vec![
+                    esc(&n.node),
+                    match (n.clock_offset_s, n.clock_uncertainty_s) {
+                        (Some(o), Some(u)) => format!("{:+.3} s ± {:.3} s", o, u),
+                        _ => "—".into(),
+                    },
+                    n.processes.to_string(),
+                    secs(n.cpu_s),
+                    bytes(n.rss_peak_bytes),
+                    n.ranks.len().to_string(),
+                    esc(n.error.as_deref().unwrap_or("")),
+                ]
+            })
+            .collect();
+        table(
+            md,
+            &heads(
+                lang,
+                &[
+                    ("Node", "ノード"),
+                    ("Clock offset", "時計のずれ"),
+                    ("Processes", "プロセス"),
+                    ("CPU", "CPU"),
+                    ("RSS peak (sum)", "RSS ピーク（合計）"),
+                    ("Ranks", "ランク"),
+                    ("Problem", "問題"),
+                ],
+            ),
+            &rows,
+        );
+        let mut ranks: Vec<(
+            &str,
+            &system_profile_model::metrics::cluster::RankObservation,
+        )> = p
+            .nodes
+            .iter()
+            .flat_map(|n| n.ranks.iter().map(move |r| (n.node.as_str(), r)))
+            .collect();
+        ranks.sort_by_key(|(_, r)| r.rank);
+        if !ranks.is_empty() {
+            let rows: Vec<Vec<String>> = ranks
+                .iter()
+                .map(|(node, r)| {
+                    vec![
+                        format!(
+                            "{}{}",
+                            r.rank,
+                            if p.stragglers.contains(&r.rank) {
+                                format!(" ({})", tr(lang, "straggler", "遅いランク"))
+                            } else {
+                                String::new()
+                            }
+                        ),
+                        esc(node),
+                        r.pid.to_string(),
+                        format!(
+                            "{} ({})",
+                            secs(r.cpu_s),
+                            pct(r.cpu_s / p.window_s.max(1e-9) * 100.0)
+                        ),
+                        bytes(r.rss_peak_bytes),
+                        r.comm_percent.map(pct).unwrap_or_else(|| "—".into()),
+                        r.top_functions
+                            .first()
+                            .map(|f| format!("`{}` {}", esc(&f.function), pct(f.percent)))
+                            .unwrap_or_else(|| "—".into()),
+                    ]
+                })
+                .collect();
+            table(
+                md,
+                &heads(
+                    lang,
+                    &[
+                        ("Rank", "ランク"),
+                        ("Node", "ノード"),
+                        ("PID", "PID"),
+                        ("CPU (of the window)", "CPU（窓に対する割合）"),
+                        ("RSS peak", "RSS ピーク"),
+                        ("In collectives", "集団通信中"),
+                        ("Hottest function", "最も重い関数"),
+                    ],
+                ),
+                &rows,
+            );
+        }
+        md.push_str(&tr(
+            lang,
+            format!(
+                "Every node observed for the same {} window, started by Slurm beside the job's steps; a node's clock offset is its clock minus this machine's, measured over the exchange with the shortest round trip (± half of it), and removed from its times. CPU is the rank's own, over the window: a rank far above the others while they wait is the one they wait for.\n\n",
+                secs(p.window_s)
+            ),
+            format!(
+                "各ノードを同じ {} の窓で観測（Slurm がジョブのステップの横で起動）。時計のずれはそのノードの時計とこのマシンの時計の差で、往復が最短だったやり取りで測り（± はその半分）、時刻から取り除いた。CPU は窓の間のそのランク自身のもの: 他が待つ間に突出して多いランクが、待たれているランク。\n\n",
+                secs(p.window_s)
+            ),
+        ));
+    }
+}

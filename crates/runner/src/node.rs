@@ -28,10 +28,19 @@ pub struct NodeRequest {
     pub out_dir: PathBuf,
 }
 
-/// Added to every clock reading this node gives: a test's stand-in for a node whose clock is
-/// off (both "nodes" of a one-machine cluster share one clock), which the gatherer must
-/// measure and remove.
+/// Added to every clock reading a node gives, `<ns>` or `<node>=<ns>` (that node only): a
+/// test's stand-in for a node whose clock is off (the "nodes" of a one-machine cluster share
+/// one clock), which the gatherer must measure and remove.
 pub const CLOCK_SKEW_VAR: &str = "SYSTEM_PROFILE_CLOCK_SKEW_NS";
+
+/// The node this runs on as the engine names it (`SLURMD_NODENAME`), else the host name.
+pub fn node_name() -> String {
+    std::env::var("SLURMD_NODENAME").unwrap_or_else(|_| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default()
+    })
+}
 
 /// This node's clock, Unix ns (with the test skew).
 pub fn clock_ns() -> i128 {
@@ -40,7 +49,11 @@ pub fn clock_ns() -> i128 {
         .map_or(0, |d| d.as_nanos() as i128);
     let skew: i128 = std::env::var(CLOCK_SKEW_VAR)
         .ok()
-        .and_then(|v| v.trim().parse().ok())
+        .and_then(|v| match v.split_once('=') {
+            Some((node, ns)) if node == node_name() => ns.trim().parse().ok(),
+            Some(_) => Some(0),
+            None => v.trim().parse().ok(),
+        })
         .unwrap_or(0);
     now + skew
 }
@@ -108,9 +121,11 @@ pub fn read_stacks(folded: &str) -> (u64, Option<f64>, Vec<FunctionShare>) {
 }
 
 /// The job's processes here, as roots of their trees: every process whose environment says
-/// `SLURM_JOB_ID=<job>`, but this observer's own step and its tree.
+/// `SLURM_JOB_ID=<job>` and, where Slurm names nodes, this node (several nodes may share a
+/// host), but this observer's own step and its tree.
 fn job_roots(job: &str) -> Vec<u32> {
     let own_step = std::env::var("SLURM_STEP_ID").ok();
+    let own_node = std::env::var("SLURMD_NODENAME").ok();
     let me = std::process::id();
     let table = system_profile_sample::proc::list_processes();
     let own = system_profile_sample::proc::tree(&table, me);
@@ -121,6 +136,7 @@ fn job_roots(job: &str) -> Vec<u32> {
             let env = system_profile_sample::proc::environ(p.pid);
             env.get("SLURM_JOB_ID").map(String::as_str) == Some(job)
                 && (own_step.is_none() || env.get("SLURM_STEP_ID") != own_step.as_ref())
+                && (own_node.is_none() || env.get("SLURMD_NODENAME") == own_node.as_ref())
         })
         .map(|p| p.pid)
         .collect();
@@ -133,11 +149,8 @@ fn job_roots(job: &str) -> Vec<u32> {
 
 /// Observe the job's processes on this node for the window.
 pub async fn observe(request: &NodeRequest) -> NodeObservation {
-    let node = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default();
     let mut obs = NodeObservation {
-        node,
+        node: node_name(),
         window_start_unix_s: Some(clock_ns() as f64 / 1e9),
         ..Default::default()
     };

@@ -2,7 +2,6 @@
 
 use crate::util::*;
 use serde_json::Value;
-use std::path::Path;
 use std::process::Command;
 
 #[test]
@@ -315,15 +314,6 @@ fn path_without(program: &str) -> std::ffi::OsString {
         .filter(|d| !d.join(program).exists())
         .collect();
     std::env::join_paths(kept).unwrap()
-}
-
-/// The report's JSON, from the `data: ` line the CLI prints.
-fn report_of(dir: &Path, stdout: &str) -> Value {
-    let json = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("data: "))
-        .unwrap_or_else(|| panic!("no `data:` line in {stdout}"));
-    serde_json::from_str(&std::fs::read_to_string(dir.join(json)).unwrap()).unwrap()
 }
 
 /// A fresh machine before `.venv` exists: the base interpreter, no py-spy anywhere. The main

@@ -3,6 +3,7 @@
 
 mod cli;
 mod clients;
+mod cluster;
 mod ledger;
 mod listen;
 mod pipeline;

@@ -306,3 +306,12 @@ pub fn profile_report(root: &Path, args: &[String]) -> (Value, String, std::proc
         serde_json::from_str(&std::fs::read_to_string(root.join(&json)).unwrap()).unwrap();
     (report, json, out)
 }
+
+/// The report's JSON, from the `data: ` line the CLI prints.
+pub fn report_of(dir: &std::path::Path, stdout: &str) -> serde_json::Value {
+    let json = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap_or_else(|| panic!("no `data:` line in {stdout}"));
+    serde_json::from_str(&std::fs::read_to_string(dir.join(json)).unwrap()).unwrap()
+}

@@ -31,6 +31,7 @@ fn frame(text: &str) -> Option<Frame<'_>> {
 struct Sum {
     live_bytes: u64,
     allocations: u64,
+    imported_bytes: u64,
     /// Library frame → bytes it allocated for this site.
     via: HashMap<String, u64>,
 }
@@ -79,12 +80,20 @@ pub fn parse(input: &str, own: impl Fn(&str) -> bool) -> Parsed<Vec<PeakSite>> {
             diagnostics.push(Diag::at(line_no, "row without a stack"));
             continue;
         };
-        let site = frames.iter().find(|f| own(f.file)).unwrap_or(innermost);
+        let at = frames.iter().position(|f| own(f.file)).unwrap_or(0);
+        let site = &frames[at];
+        // Made while the line imported a module: the import machinery stands between.
+        let imported = frames[..at]
+            .iter()
+            .any(|f| f.file.starts_with("<frozen importlib"));
         let sum = sums
             .entry((site.function.to_string(), site.file.to_string(), site.line))
             .or_default();
         sum.live_bytes += size;
         sum.allocations += allocations;
+        if imported {
+            sum.imported_bytes += size;
+        }
         if !own(innermost.file) && !std::ptr::eq(site, innermost) {
             let line = innermost.line.map(|l| format!(":{l}")).unwrap_or_default();
             *sum.via
@@ -100,6 +109,7 @@ pub fn parse(input: &str, own: impl Fn(&str) -> bool) -> Parsed<Vec<PeakSite>> {
             line,
             live_bytes: sum.live_bytes,
             allocations: sum.allocations,
+            imported_bytes: sum.imported_bytes,
             via: sum
                 .via
                 .into_iter()

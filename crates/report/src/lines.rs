@@ -144,6 +144,11 @@ pub fn restore(root: &Path, runs: &mut [RunRecord]) {
                     t.line = Some(map(&t.file, line));
                 }
             }
+            for t in &mut a.at_peak {
+                if let Some(line) = t.line {
+                    t.line = Some(map(&t.file, line));
+                }
+            }
         }
         if let Some(lp) = m.line_profile.as_mut() {
             let file = lp.file.clone();

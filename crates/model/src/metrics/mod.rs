@@ -498,6 +498,10 @@ pub struct AllocationProfile {
     pub at_peak: Vec<PeakSite>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Whether a file a profiler names is the program's own code, for a program run in `cwd`: under
 /// it (or relative, as a script run by a relative path is named) and outside installed
 /// packages, not the interpreter's frozen modules (`<frozen runpy>`).
@@ -520,6 +524,10 @@ pub struct PeakSite {
     pub live_bytes: u64,
     /// Allocations those bytes are.
     pub allocations: u64,
+    /// Of `live_bytes`, what importing modules on that line made (`import torch`): the cost
+    /// of the import, not of the program's data.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub imported_bytes: u64,
     /// The frame outside the program's own code that made most of them, as
     /// `function (file:line)`, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]

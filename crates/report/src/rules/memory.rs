@@ -197,11 +197,19 @@ fn peak_site(
     a: &system_profile_model::metrics::AllocationProfile,
     cwd: &std::path::Path,
 ) -> Option<Draft> {
+    // What a line's imports hold is the modules' cost (the baseline says it), not data the
+    // program could stream or free.
     let site = a
         .at_peak
         .iter()
-        .find(|s| system_profile_model::metrics::is_program_file(&s.file, cwd))?;
-    let size = site.live_bytes;
+        .filter(|s| system_profile_model::metrics::is_program_file(&s.file, cwd))
+        .max_by_key(|s| {
+            (
+                s.live_bytes - s.imported_bytes,
+                std::cmp::Reverse((&s.file, s.line)),
+            )
+        })?;
+    let size = site.live_bytes - site.imported_bytes;
     if size < ALLOC_SITE_MIN_BYTES || (size as f64) < ALLOC_SITE_SHARE * a.peak_bytes as f64 {
         return None;
     }

@@ -1,7 +1,8 @@
 //! What a cluster engine says about a job, asked through the engine's own tools: Slurm's
 //! `scontrol show job` and `squeue` (parsed by `parse::slurm`), the job's node list expanded by
-//! `scontrol show hostnames`, and the `srun` line that places one of our processes on one of
-//! its nodes beside the job's own steps. Nothing here reaches a node any other way.
+//! `scontrol show hostnames`, Ray's state API through its CLI (`parse::ray`), and the `srun`
+//! line that places one of our processes on one of a Slurm job's nodes beside its steps.
+//! Nothing here reaches a node any other way.
 
 use std::path::Path;
 use std::time::Duration;
@@ -90,6 +91,31 @@ pub async fn slurm_job(job_id: &str) -> Result<ClusterJob, ClusterError> {
 pub async fn slurm_queue() -> Result<Vec<system_profile_parse::slurm::QueueRow>, ClusterError> {
     let text = ask(&["squeue", "-h", "-o", "%i|%j|%u|%T|%N"]).await?;
     Ok(system_profile_parse::slurm::parse_queue(&text).value)
+}
+
+/// The live actors of Ray job `job` (every job's when empty) on the Ray cluster this machine
+/// belongs to, and their nodes, from Ray's state API (its CLI finds the cluster as `ray`
+/// does: `RAY_ADDRESS`, else the one started here).
+pub async fn ray_job(job: &str) -> Result<ClusterJob, ClusterError> {
+    let nodes = ask(&[
+        "ray", "list", "nodes", "--format", "json", "--limit", "10000",
+    ])
+    .await?;
+    let actors = ask(&[
+        "ray",
+        "list",
+        "actors",
+        "--format",
+        "json",
+        "--filter",
+        "state=ALIVE",
+        "--limit",
+        "10000",
+    ])
+    .await?;
+    system_profile_parse::ray::cluster_job(&nodes, &actors, job)
+        .value
+        .ok_or_else(|| error(ClusterErrorKind::Failed, "Ray listed no node"))
 }
 
 /// The `srun` argv that starts `program args` once on `node`, inside job `job_id` beside its

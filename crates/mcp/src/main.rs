@@ -123,8 +123,12 @@ enum Command {
     /// (srun): observe the job's processes there, answering over stdin/stdout.
     Node {
         /// The Slurm job whose processes to observe on this node.
-        #[arg(long)]
-        slurm_job: String,
+        #[arg(long, required_unless_present = "pids", conflicts_with = "pids")]
+        slurm_job: Option<String>,
+        /// These processes instead, as PID:RANK:LABEL (its rank among the job's processes on
+        /// every node, what the engine calls it: a Ray actor's class and id), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        pids: Vec<String>,
         /// How long to observe, s.
         #[arg(long, default_value_t = 10.0)]
         window_s: f64,
@@ -468,12 +472,27 @@ fn main() -> ExitCode {
             Command::Schemas { out, check } => schemas(&out, check),
             Command::Node {
                 slurm_job,
+                pids,
                 window_s,
                 rate_hz,
                 out,
             } => {
+                use system_profile_runner::node::NodeTarget;
+                let target = match slurm_job {
+                    Some(job) => NodeTarget::SlurmJob(job),
+                    None => NodeTarget::Pids(
+                        pids.iter()
+                            .filter_map(|p| {
+                                let mut parts = p.splitn(3, ':');
+                                let pid = parts.next()?.trim().parse().ok()?;
+                                let rank = parts.next()?.trim().parse().ok()?;
+                                Some((pid, rank, parts.next().unwrap_or("").to_string()))
+                            })
+                            .collect(),
+                    ),
+                };
                 let request = system_profile_runner::node::NodeRequest {
-                    slurm_job,
+                    target,
                     window: Duration::from_secs_f64(window_s.max(0.1)),
                     rate_hz,
                     out_dir: out,

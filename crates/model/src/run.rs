@@ -67,8 +67,9 @@ pub enum Method {
     /// Scalene: CPU (Python, native, system), memory and copy volume per line, in one run.
     Scalene,
     /// Our observers on every node of a cluster job, placed there by the job's own engine
-    /// (`srun --jobid --overlap`): each node's processes of the job, their CPU, memory and
-    /// hottest Python functions per rank, and the node's clock offset.
+    /// (Slurm: `srun --jobid --overlap`; Ray: an actor pinned to each node): each node's
+    /// processes of the job, their CPU, memory and hottest Python functions per rank or actor,
+    /// and the node's clock offset.
     ClusterNodes,
 }
 
@@ -189,6 +190,9 @@ pub enum RunTarget {
     Identified { target_id: String },
     /// A running Slurm job by id (`{"slurm_job": "1234"}`): its processes on every node.
     SlurmJob { slurm_job: String },
+    /// A Ray job's live actors on every node of the cluster this machine belongs to
+    /// (`{"ray_job": "02000000"}`; `""`: every job's).
+    RayJob { ray_job: String },
 }
 
 /// Input of `run_profiler`.
@@ -444,7 +448,7 @@ const SPECS: &[MethodSpec] = &[
         artifacts: [(ScaleneJson, "scalene.json")], metrics: &["hotspots_self", "line_cpu_percent", "line_malloc_bytes", "line_copy_mb_per_s", "max_footprint_bytes"]),
     spec!(ClusterNodes, tool: Some("srun"), modes: &[Cluster], python_only: false, gpu: false, torch: false, function: false, options: [RateHz],
         families: &[F::CpuUtilization, F::CpuMemory, F::CpuHotspots], overhead: Low,
-        "the /proc sampler and py-spy from outside each rank on every node: py-spy's sampling only (bench/bench.py); srun's step start adds a second or two per node",
+        "the /proc sampler and py-spy from outside each rank on every node: py-spy's sampling only (bench/bench.py); placing the node part costs srun's step start (a second or two) or Ray's upload of the binary in the job's runtime environment (a minute for the 230 MB debug build)",
         artifacts: [(NodesJson, "nodes.json")], metrics: &["per_node_clock_offset_s", "per_rank_cpu_s", "per_rank_rss_peak_bytes", "per_rank_top_functions", "stragglers"]),
 ];
 

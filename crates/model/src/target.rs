@@ -446,3 +446,14 @@ pub struct ClusterJob {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_dir: Option<String>,
 }
+
+/// A cluster job in words: `Slurm job 1234`, `Ray job 02000000`, `the Ray cluster` (a Ray
+/// target of every job).
+pub fn job_phrase(engine: &str, job_id: &str) -> String {
+    match engine {
+        "slurm" => format!("Slurm job {job_id}"),
+        "ray" if job_id.is_empty() || job_id == "cluster" => "the Ray cluster".into(),
+        "ray" => format!("Ray job {job_id}"),
+        other => format!("{other} job {job_id}"),
+    }
+}

@@ -22,6 +22,7 @@ pub mod nvidia_smi_topo;
 pub mod perf_stat;
 pub mod py_spy_dump;
 pub mod pyinstrument_session;
+pub mod ray;
 pub mod scalene_json;
 pub mod slurm;
 pub mod strace_c;

@@ -383,6 +383,32 @@ fn memray_peak_fixtures() {
     assert!(innermost.iter().all(|s| s.via.is_none()));
 }
 
+/// A running job as this machine's one-node Slurm cluster described it.
+#[test]
+fn slurm_job_fixtures() {
+    assert_eq!(
+        snapshot_all("slurm_job", system_profile_parse::slurm::parse_job),
+        1
+    );
+    let job = system_profile_parse::slurm::parse_job(&fixture("slurm_job", "running-two-tasks"))
+        .value
+        .unwrap();
+    assert_eq!(
+        (
+            job.job_id.as_str(),
+            job.name.as_deref(),
+            job.user.as_deref(),
+            job.state.as_str()
+        ),
+        ("3", Some("train-ddp"), Some("root"), "RUNNING")
+    );
+    assert_eq!(
+        (job.node_list.as_deref(), job.num_nodes, job.num_tasks),
+        (Some("vm"), Some(1), Some(2))
+    );
+    assert_eq!(job.work_dir.as_deref(), Some("/tmp/slurmtest"));
+}
+
 #[test]
 fn dmon_fixtures_read_every_row() {
     use system_profile_parse::nvidia_smi_dmon;

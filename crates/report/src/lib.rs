@@ -101,6 +101,8 @@ fn target_text(t: &RunTarget) -> String {
         RunTarget::System { .. } => "system".into(),
         RunTarget::Identified { target_id } => format!("target {target_id}"),
         RunTarget::SlurmJob { slurm_job } => format!("Slurm job {slurm_job}"),
+        RunTarget::RayJob { ray_job } if ray_job.is_empty() => "the Ray cluster".into(),
+        RunTarget::RayJob { ray_job } => format!("Ray job {ray_job}"),
     }
 }
 

@@ -28,11 +28,9 @@ pub fn render(md: &mut String, report: &Report) {
     for a in &report.across_nodes {
         let p = &a.profile;
         md.push_str(&format!(
-            "### {} ({} {} {}, {})\n\n",
+            "### {} ({}, {})\n\n",
             tr(lang, "Across nodes", "ノード横断"),
-            p.engine,
-            tr(lang, "job", "ジョブ"),
-            p.job_id,
+            system_profile_model::target::job_phrase(&p.engine, &p.job_id),
             a.source.run_id
         ));
         let rows: Vec<Vec<String>> = p
@@ -84,8 +82,12 @@ pub fn render(md: &mut String, report: &Report) {
                 .map(|(node, r)| {
                     vec![
                         format!(
-                            "{}{}",
+                            "{}{}{}",
                             r.rank,
+                            r.label
+                                .as_deref()
+                                .map(|l| format!(" `{}`", esc(l)))
+                                .unwrap_or_default(),
                             if p.stragglers.contains(&r.rank) {
                                 format!(" ({})", tr(lang, "straggler", "遅いランク"))
                             } else {
@@ -128,11 +130,11 @@ pub fn render(md: &mut String, report: &Report) {
         md.push_str(&tr(
             lang,
             format!(
-                "Every node observed for the same {} window, started by Slurm beside the job's steps; a node's clock offset is its clock minus this machine's, measured over the exchange with the shortest round trip (± half of it), and removed from its times. CPU is the rank's own, over the window: a rank far above the others while they wait is the one they wait for.\n\n",
+                "Every node observed for the same {} window, placed there by the job's engine (srun beside a Slurm job's steps, an actor pinned to each Ray node); a node's clock offset is its clock minus this machine's, measured over the exchange with the shortest round trip (± half of it), and removed from its times. CPU is the rank's own, over the window: a rank far above the others while they wait is the one they wait for.\n\n",
                 secs(p.window_s)
             ),
             format!(
-                "各ノードを同じ {} の窓で観測（Slurm がジョブのステップの横で起動）。時計のずれはそのノードの時計とこのマシンの時計の差で、往復が最短だったやり取りで測り（± はその半分）、時刻から取り除いた。CPU は窓の間のそのランク自身のもの: 他が待つ間に突出して多いランクが、待たれているランク。\n\n",
+                "各ノードを同じ {} の窓で観測（ジョブのエンジンが配置: Slurm ならステップの横に srun、Ray なら各ノードに固定したアクター）。時計のずれはそのノードの時計とこのマシンの時計の差で、往復が最短だったやり取りで測り（± はその半分）、時刻から取り除いた。CPU は窓の間のそのランク自身のもの: 他が待つ間に突出して多いランクが、待たれているランク。\n\n",
                 secs(p.window_s)
             ),
         ));

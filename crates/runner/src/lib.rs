@@ -139,6 +139,7 @@ fn command_of(input: &RunProfilerInput) -> Result<Vec<String>, RunError> {
         )),
         RunTarget::Identified { target_id } => Err(unresolved(target_id)),
         RunTarget::SlurmJob { slurm_job } => Err(on_a_cluster_job(input, slurm_job)),
+        RunTarget::RayJob { ray_job } => Err(on_a_cluster_job(input, ray_job)),
     }
 }
 
@@ -147,7 +148,7 @@ fn on_a_cluster_job(input: &RunProfilerInput, job: &str) -> RunError {
     RunError::new(
         RunErrorKind::BadTarget,
         format!(
-            "{} runs on this machine; Slurm job {job}'s processes are on its nodes: run cluster_nodes on it",
+            "{} runs on this machine; cluster job `{job}`'s processes are on its nodes: run cluster_nodes on it",
             input.profiler.id()
         ),
     )

@@ -17,11 +17,20 @@ use system_profile_model::metrics::cluster::{FunctionShare, NodeObservation, Ran
 use system_profile_model::metrics::ProcfsSummary;
 use system_profile_sample::sampler::{Sampler, SamplerConfig};
 
+/// Whose processes to observe on this node.
+#[derive(Debug, Clone)]
+pub enum NodeTarget {
+    /// A Slurm job's: `SLURM_JOB_ID` in their environment.
+    SlurmJob(String),
+    /// These processes, each with its rank among all the job's (on every node) and what the
+    /// engine calls it (a Ray actor's class and id).
+    Pids(Vec<(u32, u32, String)>),
+}
+
 /// What to observe on this node.
 #[derive(Debug, Clone)]
 pub struct NodeRequest {
-    /// The engine's job id (`SLURM_JOB_ID` of the job's processes).
-    pub slurm_job: String,
+    pub target: NodeTarget,
     pub window: Duration,
     pub rate_hz: f64,
     /// Where this node's files go (py-spy's stacks).
@@ -33,13 +42,19 @@ pub struct NodeRequest {
 /// one clock), which the gatherer must measure and remove.
 pub const CLOCK_SKEW_VAR: &str = "SYSTEM_PROFILE_CLOCK_SKEW_NS";
 
-/// The node this runs on as the engine names it (`SLURMD_NODENAME`), else the host name.
+/// The node's name as its gatherer knows it (Ray's nodes have no name of their own).
+pub const NODE_VAR: &str = "SYSTEM_PROFILE_NODE";
+
+/// The node this runs on as the engine names it (`SYSTEM_PROFILE_NODE`, which a gatherer
+/// sets, or Slurm's `SLURMD_NODENAME`), else the host name.
 pub fn node_name() -> String {
-    std::env::var("SLURMD_NODENAME").unwrap_or_else(|_| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_default()
-    })
+    std::env::var(NODE_VAR)
+        .or_else(|_| std::env::var("SLURMD_NODENAME"))
+        .unwrap_or_else(|_| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_default()
+        })
 }
 
 /// This node's clock, Unix ns (with the test skew).
@@ -154,12 +169,28 @@ pub async fn observe(request: &NodeRequest) -> NodeObservation {
         window_start_unix_s: Some(clock_ns() as f64 / 1e9),
         ..Default::default()
     };
-    let roots = job_roots(&request.slurm_job);
+    let (roots, labels): (Vec<u32>, BTreeMap<u32, String>) = match &request.target {
+        NodeTarget::SlurmJob(job) => (job_roots(job), BTreeMap::new()),
+        NodeTarget::Pids(pids) => (
+            pids.iter()
+                .map(|(pid, _, _)| *pid)
+                .filter(|pid| system_profile_sample::proc::exists(*pid))
+                .collect(),
+            pids.iter()
+                .map(|(pid, _, label)| (*pid, label.clone()))
+                .collect(),
+        ),
+    };
     if roots.is_empty() {
-        obs.error = Some(format!(
-            "no process of job {} runs on this node (its steps may have ended)",
-            request.slurm_job
-        ));
+        obs.error = Some(match &request.target {
+            NodeTarget::SlurmJob(job) => {
+                format!("no process of job {job} runs on this node (its steps may have ended)")
+            }
+            NodeTarget::Pids(pids) => format!(
+                "none of the {} processes named runs any more on this node",
+                pids.len()
+            ),
+        });
         return obs;
     }
     let config = SamplerConfig {
@@ -173,7 +204,16 @@ pub async fn observe(request: &NodeRequest) -> NodeObservation {
     // The ranks are known from their environment now; py-spy follows each one for the window.
     let table = system_profile_sample::proc::list_processes();
     let mut ranks: BTreeMap<u32, (u32, Option<u32>)> = BTreeMap::new();
-    for root in &roots {
+    if let NodeTarget::Pids(pids) = &request.target {
+        // The engine's own processes (actors), with the ranks given.
+        for (pid, rank, _) in pids {
+            if roots.contains(pid) {
+                ranks.insert(*rank, (*pid, None));
+            }
+        }
+    }
+    let by_environment = ranks.is_empty();
+    for root in roots.iter().filter(|_| by_environment) {
         for pid in system_profile_sample::proc::tree(&table, *root) {
             let env = system_profile_sample::proc::environ(pid);
             if let Some(r) = system_profile_parse::launcher::rank_of(pid, None, &env) {
@@ -242,6 +282,7 @@ pub async fn observe(request: &NodeRequest) -> NodeObservation {
         obs.ranks.push(RankObservation {
             rank,
             local_rank,
+            label: labels.get(&pid).cloned(),
             pid,
             cpu_s: u.map_or(0.0, |u| u.cpu_user_s + u.cpu_sys_s),
             rss_peak_bytes: u.map_or(0, |u| u.rss_peak_bytes),
@@ -313,7 +354,7 @@ main (train.py:40);load (train.py:30) 10
     #[tokio::test]
     async fn the_exchange_answers_clocks_then_gives_a_result() {
         let request = NodeRequest {
-            slurm_job: "no-such-job-4242".into(),
+            target: NodeTarget::SlurmJob("no-such-job-4242".into()),
             window: Duration::from_millis(10),
             rate_hz: 10.0,
             out_dir: std::env::temp_dir().join("sp-node-test"),

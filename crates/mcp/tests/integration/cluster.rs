@@ -196,3 +196,177 @@ fn a_slurm_job_on_two_nodes_names_its_straggler_and_the_skewed_clock() {
     .unwrap();
     assert!(md.contains("### Across nodes (slurm job"), "{md}");
 }
+
+/// A two-node Ray job whose actors step in lockstep (the driver waits for both each step),
+/// the one on node_b doing 50 ms more each step.
+const RAY_JOB: &str = r#"import time
+
+import ray
+
+ray.init()
+
+
+@ray.remote(num_cpus=0)
+class Worker:
+    def __init__(self, extra_s):
+        self.extra_s = extra_s
+
+    def step(self):
+        until = time.perf_counter() + 0.02 + self.extra_s
+        while time.perf_counter() < until:
+            pass
+        return 1
+
+
+fast = Worker.options(resources={"node_a": 0.1}).remote(0.0)
+slow = Worker.options(resources={"node_b": 0.1}).remote(0.05)
+print("started", flush=True)
+while True:
+    ray.get([fast.step.remote(), slow.step.remote()])
+"#;
+
+struct RayCluster {
+    dir: tempfile::TempDir,
+    address: String,
+}
+
+impl Drop for RayCluster {
+    fn drop(&mut self) {
+        let _ = Command::new(workspace_root().join("tests/cluster/ray.sh"))
+            .arg("stop")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A real two-node Ray cluster (`tests/cluster/ray.sh`: `ray start --head` and a second
+/// `ray start --address`), a job with one actor per node, the one on node_b slower, and
+/// `system-profile profile "ray cluster"`: the actors are found through Ray's state API, a
+/// node part is pinned to each node (shipped in the job's runtime environment), the skew put on
+/// node_b's clock is measured, and node_b's actor is named the straggler.
+#[test]
+fn a_ray_cluster_on_two_nodes_names_its_straggler_actor_and_the_skewed_clock() {
+    let venv = workspace_root().join(".venv/bin");
+    if !require(
+        "Ray (pip install 'ray[default]') in the project's .venv",
+        venv.join("ray").is_file() && venv.join("py-spy").is_file(),
+    ) {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("rt")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let port = free_port_pair();
+    let out = Command::new(workspace_root().join("tests/cluster/ray.sh"))
+        .arg("start")
+        .arg(dir.path())
+        .arg(port.to_string())
+        .env("PATH", path_with_venv())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cluster = RayCluster {
+        address: format!("127.0.0.1:{port}"),
+        dir,
+    };
+    let nodes = Command::new(venv.join("ray"))
+        .args(["list", "nodes", "--format", "json"])
+        .env("RAY_ADDRESS", &cluster.address)
+        .output()
+        .unwrap();
+    let nodes: serde_json::Value = serde_json::from_slice(&nodes.stdout).unwrap();
+    let worker_node = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["is_head_node"] == false)
+        .unwrap();
+    let worker_name = format!("node-{}", &worker_node["node_id"].as_str().unwrap()[..8]);
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("job.py"), RAY_JOB).unwrap();
+    let mut job = Command::new(venv.join("python"))
+        .arg("job.py")
+        .current_dir(work.path())
+        .env("RAY_ADDRESS", &cluster.address)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(job.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "started");
+    let out = Command::new(BIN)
+        .arg("profile")
+        .arg("--root")
+        .arg(work.path())
+        .args(["--budget", "300", "ray", "cluster"])
+        .current_dir(work.path())
+        .env("RAY_ADDRESS", &cluster.address)
+        .env("PATH", path_with_venv())
+        .env(
+            "SYSTEM_PROFILE_CLOCK_SKEW_NS",
+            format!("{worker_name}=1500000000"),
+        )
+        .output()
+        .unwrap();
+    let _ = job.kill();
+    let _ = job.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = report_of(work.path(), &stdout);
+    let across = &report["across_nodes"][0]["profile"];
+    assert_eq!(across["engine"], "ray", "{across:#}");
+    let nodes = across["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{across:#}");
+    let worker = nodes
+        .iter()
+        .find(|n| n["node"] == worker_name.as_str())
+        .unwrap();
+    let head = nodes
+        .iter()
+        .find(|n| n["node"] != worker_name.as_str())
+        .unwrap();
+    assert!(
+        (worker["clock_offset_s"].as_f64().unwrap() - 1.5).abs() < 0.1,
+        "{across:#}"
+    );
+    assert!(
+        head["clock_offset_s"].as_f64().unwrap().abs() < 0.1,
+        "{across:#}"
+    );
+    // One actor on each node, found through Ray's state API.
+    let label = |n: &serde_json::Value| n["ranks"][0]["label"].as_str().unwrap().to_string();
+    assert!(label(worker).starts_with("Worker ") && label(head).starts_with("Worker "));
+    let slow_rank = worker["ranks"][0]["rank"].clone();
+    assert_eq!(
+        across["stragglers"],
+        serde_json::json!([slow_rank]),
+        "{across:#}"
+    );
+    let titles: Vec<&str> = report["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["title"].as_str())
+        .collect();
+    assert!(
+        titles.iter().any(|t| t.contains(&format!(
+            "on node {worker_name} is the straggler of the Ray cluster"
+        ))),
+        "{titles:?}"
+    );
+}

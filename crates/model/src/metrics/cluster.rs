@@ -55,6 +55,10 @@ pub struct RankObservation {
     pub rank: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_rank: Option<u32>,
+    /// What the engine calls it, where it is not a rank of a launcher (a Ray actor's class
+    /// and id); `rank` is then its place among those observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     pub pid: u32,
     /// CPU time over the window (its threads and children included), s.
     pub cpu_s: f64,

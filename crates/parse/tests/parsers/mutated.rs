@@ -10,7 +10,7 @@ use system_profile_parse::{
     cprofile_json, folded, instrument_log, kineto, line_profile, memory_profile, memray_peak,
     memray_stats, nccl_debug, nccl_tests, nsys_stats, nvidia_smi_dmon, nvidia_smi_nvlink,
     nvidia_smi_query, nvidia_smi_topo, perf_stat, py_spy_dump, pyinstrument_session, scalene_json,
-    strace_c, sysstat, time_v, tracemalloc_json,
+    slurm, strace_c, sysstat, time_v, tracemalloc_json,
 };
 
 /// Mutated inputs per fixture (fewer for the large Kineto traces, whose parse is heavier).
@@ -137,6 +137,7 @@ fn parse_as(format: &str, text: &str) -> usize {
             .diagnostics
             .len(),
         "memray_stats" => memray_stats::parse(text).diagnostics.len(),
+        "slurm_job" => slurm::parse_job(text).diagnostics.len(),
         "nccl_debug" => nccl_debug::parse(text).diagnostics.len(),
         "nccl_tests" => nccl_tests::parse(text).diagnostics.len(),
         "nsys_stats" => nsys_stats::parse(text).diagnostics.len(),

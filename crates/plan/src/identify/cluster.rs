@@ -91,8 +91,40 @@ fn asked_engine_failed(b: &mut Build<'_>, e: &machine::ClusterError) {
             e.message
         )),
         ClusterErrorKind::Failed => b.ask(format!(
-            "Slurm did not answer: {}. Is the controller reachable from here?",
+            "The cluster engine did not answer: {}. Is its controller (Slurm) or head node (Ray) reachable from here?",
             e.message
         )),
     }
+}
+
+/// A Ray job's live actors (or every live actor of the cluster) through Ray's state API.
+pub(super) async fn resolve_ray(b: &mut Build<'_>, job: &str) {
+    let mach = b.mach;
+    let found = match mach.ray_job(job).await {
+        Ok(found) => found,
+        Err(e) => return asked_engine_failed(b, &e),
+    };
+    let what = if job.is_empty() {
+        "the Ray cluster".to_string()
+    } else {
+        format!("Ray job {job}")
+    };
+    b.evidence(format!(
+        "{what}: {} live actor(s) on {} node(s) ({})",
+        found.num_tasks.unwrap_or(0),
+        found.nodes.len(),
+        found.nodes.join(", ")
+    ));
+    if found.state != "RUNNING" {
+        b.ask(format!(
+            "{what} has no live actor: its processes are Ray's actors, and none runs now. Which job (`ray job <id>`; `ray list jobs` lists them)?"
+        ));
+    }
+    b.t.kind = TargetKind::ClusterJob;
+    b.t.summary = format!(
+        "{what}: its actors on {} node(s): {}",
+        found.nodes.len(),
+        found.nodes.join(", ")
+    );
+    b.t.cluster = Some(found);
 }

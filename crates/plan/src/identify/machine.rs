@@ -63,6 +63,8 @@ pub trait Machine: Sync {
     fn slurm_job<'a>(&'a self, job_id: &'a str) -> Pending<'a, Result<ClusterJob, ClusterError>>;
     /// The jobs `squeue` lists.
     fn slurm_queue(&self) -> Pending<'_, Result<Vec<QueueRow>, ClusterError>>;
+    /// The live actors of a Ray job (every job's for "") and their nodes, from Ray's state API.
+    fn ray_job<'a>(&'a self, job: &'a str) -> Pending<'a, Result<ClusterJob, ClusterError>>;
     /// The user this server runs as, by name (a job's owner is named so).
     fn user_name(&self) -> Option<String>;
     /// The interpreter's answers about files, modules and versions (`pyhelper`).
@@ -202,6 +204,10 @@ impl Machine for Live {
 
     fn user_name(&self) -> Option<String> {
         system_profile_sample::proc::user_names().remove(&self.uid())
+    }
+
+    fn ray_job<'a>(&'a self, job: &'a str) -> Pending<'a, Result<ClusterJob, ClusterError>> {
+        Box::pin(system_profile_cluster::ray_job(job))
     }
 }
 

@@ -138,6 +138,8 @@ struct Reading {
     /// A Slurm job named: by id (`slurm job 1234`, `slurm 1234.0`), by name, or none (the
     /// user's running job).
     slurm: Option<SlurmWords>,
+    /// A Ray job named (`ray job 02000000`), or the whole cluster (`ray cluster`: "").
+    ray: Option<String>,
     unrecognized: Vec<String>,
 }
 
@@ -209,6 +211,10 @@ pub async fn identify_on(
     b.t.unrecognized = reading.unrecognized.clone();
     if let Some(words) = &reading.slurm {
         resolve_slurm(&mut b, words).await;
+        return close(b);
+    }
+    if let Some(job) = &reading.ray {
+        resolve_ray(&mut b, job).await;
         return close(b);
     }
     let table = mach.processes();

@@ -325,6 +325,16 @@ pub(super) fn read_slurm(words: &[String]) -> Option<(SlurmWords, usize)> {
     }
 }
 
+/// `ray cluster` (every live actor: "") or `ray job <id>`; returns the words used.
+pub(super) fn read_ray(words: &[String]) -> Option<(String, usize)> {
+    let lower: Vec<String> = words.iter().take(2).map(|w| w.to_lowercase()).collect();
+    match lower.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["ray", "cluster"] => Some((String::new(), 2)),
+        ["ray", "job"] => Some((words.get(2)?.clone(), 3)),
+        _ => None,
+    }
+}
+
 pub(super) fn missing_path(mach: &dyn Machine, path: &Path, word: &str) -> String {
     let close = close_matches(mach, path);
     let dir = path.parent().unwrap_or(Path::new("/"));
@@ -405,9 +415,14 @@ pub(super) fn read_words(
             i += 1;
             continue;
         }
-        if r.main.is_none() && r.slurm.is_none() {
+        if r.main.is_none() && r.slurm.is_none() && r.ray.is_none() {
             if let Some((slurm, used)) = read_slurm(&words[i..]) {
                 r.slurm = Some(slurm);
+                i += used;
+                continue;
+            }
+            if let Some((job, used)) = read_ray(&words[i..]) {
+                r.ray = Some(job);
                 i += used;
                 continue;
             }

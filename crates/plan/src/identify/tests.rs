@@ -163,6 +163,20 @@ impl Machine for Fake {
         Some("u".into())
     }
 
+    fn ray_job<'a>(&'a self, job: &'a str) -> Pending<'a, Result<ClusterJob, ClusterError>> {
+        let found = self
+            .slurm
+            .iter()
+            .flatten()
+            .find(|j| j.engine == "ray" && (job.is_empty() || j.job_id == job))
+            .cloned()
+            .ok_or(ClusterError {
+                kind: ClusterErrorKind::NoEngine,
+                message: "ray is not on PATH".into(),
+            });
+        Box::pin(async move { found })
+    }
+
     fn ask_python<'a>(
         &'a self,
         python: &'a str,

@@ -229,13 +229,23 @@ pub(super) fn draft_steps(
                                 .cluster
                                 .iter()
                                 .map(|job| {
-                                    (
+                                    let target = if job.engine == "ray" {
+                                        RunTarget::RayJob {
+                                            ray_job: job.job_id.clone(),
+                                        }
+                                    } else {
                                         RunTarget::SlurmJob {
                                             slurm_job: job.job_id.clone(),
-                                        },
+                                        }
+                                    };
+                                    (
+                                        target,
                                         format!(
-                                            "Slurm job {} on {} node(s)",
-                                            job.job_id,
+                                            "{} on {} node(s)",
+                                            system_profile_model::target::job_phrase(
+                                                &job.engine,
+                                                &job.job_id
+                                            ),
                                             job.nodes.len().max(1)
                                         ),
                                     )

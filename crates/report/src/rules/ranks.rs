@@ -151,11 +151,17 @@ pub(super) fn straggler_across_nodes(inputs: &Inputs) -> Vec<Draft> {
                 .unwrap_or_default();
             // What the others would not wait: the straggler's extra computing, per window.
             let gain_s = (slow.cpu_s - typical).max(0.0).min(p.window_s);
+            let job = system_profile_model::target::job_phrase(&p.engine, &p.job_id);
+            let label = slow
+                .label
+                .as_deref()
+                .map(|l| format!(" (`{l}`)"))
+                .unwrap_or_default();
             out.push(Draft {
                 title: tr(
                     lang,
-                    format!("Rank {s} on node {node} is the straggler of Slurm job {}", p.job_id),
-                    format!("Slurm ジョブ {} のノード {node} の rank {s} が遅いランク", p.job_id),
+                    format!("Rank {s}{label} on node {node} is the straggler of {job}"),
+                    format!("{job} のノード {node} の rank {s}{label} が遅いランク"),
                 ),
                 action: tr(
                     lang,

@@ -17,34 +17,7 @@ pub(crate) async fn cluster_nodes(
     input: &RunProfilerInput,
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
-    let RunTarget::SlurmJob { slurm_job } = &input.target else {
-        return Err(RunError::new(
-            RunErrorKind::BadTarget,
-            "cluster_nodes reaches a cluster job: give target {\"slurm_job\": \"<id>\"}",
-        ));
-    };
     let started = Instant::now();
-    let job = system_profile_cluster::slurm_job(slurm_job)
-        .await
-        .map_err(|e| {
-            let kind = match e.kind {
-                system_profile_cluster::ClusterErrorKind::NoEngine => {
-                    RunErrorKind::ToolUnavailable
-                }
-                _ => RunErrorKind::BadTarget,
-            };
-            RunError::new(kind, e.message)
-        })?;
-    if job.state != "RUNNING" || job.nodes.is_empty() {
-        return Err(RunError::new(
-            RunErrorKind::BadTarget,
-            format!(
-                "Slurm job {slurm_job} is {} (nodes: {}): only a running job's processes can be observed; wait until it runs",
-                job.state,
-                job.node_list.as_deref().unwrap_or("none yet")
-            ),
-        ));
-    }
     let program = std::env::current_exe().map_err(|e| {
         RunError::new(
             RunErrorKind::Io,
@@ -54,33 +27,36 @@ pub(crate) async fn cluster_nodes(
     let window = window(input);
     let rate_hz = input.options.rate_hz.unwrap_or(20.0);
     let nodes_dir = place.dir.join("nodes");
-    let gathered = futures::future::join_all(job.nodes.iter().map(|node| {
-        gather_node(
-            slurm_job,
-            node,
-            &program,
-            window,
-            rate_hz,
-            nodes_dir.join(node),
-        )
-    }))
-    .await;
     let mut e = super::nvidia::machine_execution(Vec::new(), 0.0);
-    let mut nodes = Vec::new();
-    for (node, (obs, argv)) in job.nodes.iter().zip(gathered) {
-        if e.argv.is_empty() {
-            e.argv = argv;
+    let (engine, job_id, nodes) = match &input.target {
+        RunTarget::SlurmJob { slurm_job } => {
+            let nodes =
+                slurm_nodes(slurm_job, &program, window, rate_hz, &nodes_dir, &mut e).await?;
+            ("slurm", slurm_job.clone(), nodes)
         }
+        RunTarget::RayJob { ray_job } => {
+            let nodes = super::ray::ray_nodes(ray_job, &program, window, rate_hz, &nodes_dir, &mut e)
+                .await?;
+            let job = if ray_job.is_empty() { "cluster" } else { ray_job };
+            ("ray", job.to_string(), nodes)
+        }
+        _ => {
+            return Err(RunError::new(
+                RunErrorKind::BadTarget,
+                "cluster_nodes reaches a cluster job: give target {\"slurm_job\": \"<id>\"} or {\"ray_job\": \"<id>\"} (\"\" for every actor of the Ray cluster)",
+            ))
+        }
+    };
+    for obs in &nodes {
         if let Some(err) = &obs.error {
-            e.warnings.push(format!("node {node}: {err}"));
+            e.warnings.push(format!("node {}: {err}", obs.node));
         }
-        nodes.push(obs);
     }
     let ranks: Vec<&RankObservation> = nodes.iter().flat_map(|n| n.ranks.iter()).collect();
     let (stragglers, compute_imbalance) = stragglers(&ranks, window.as_secs_f64());
     let profile = ClusterProfile {
-        engine: job.engine.clone(),
-        job_id: job.job_id.clone(),
+        engine: engine.to_string(),
+        job_id: job_id.clone(),
         window_s: window.as_secs_f64(),
         nodes,
         stragglers,
@@ -94,16 +70,77 @@ pub(crate) async fn cluster_nodes(
     }
     e.artifacts
         .extend(file_artifact(json, ArtifactKind::NodesJson));
-    if profile.nodes.iter().all(|n| n.error.is_some()) {
+    if profile.nodes.is_empty() || profile.nodes.iter().all(|n| n.error.is_some()) {
         e.status = RunStatus::Failed;
         e.error = Some(format!(
-            "no node of Slurm job {slurm_job} could be observed: {}",
+            "no node of {engine} job {job_id} could be observed: {}",
             e.warnings.join("; ")
         ));
     }
     e.metrics.nodes = Some(profile);
     e.wall_s = started.elapsed().as_secs_f64();
     Ok(e)
+}
+
+/// A running Slurm job's nodes, each observed through srun.
+async fn slurm_nodes(
+    slurm_job: &str,
+    program: &Path,
+    window: Duration,
+    rate_hz: f64,
+    nodes_dir: &Path,
+    e: &mut Execution,
+) -> Result<Vec<NodeObservation>, RunError> {
+    let job = system_profile_cluster::slurm_job(slurm_job)
+        .await
+        .map_err(|err| {
+            let kind = match err.kind {
+                system_profile_cluster::ClusterErrorKind::NoEngine => {
+                    RunErrorKind::ToolUnavailable
+                }
+                _ => RunErrorKind::BadTarget,
+            };
+            RunError::new(kind, err.message)
+        })?;
+    if job.state != "RUNNING" || job.nodes.is_empty() {
+        return Err(RunError::new(
+            RunErrorKind::BadTarget,
+            format!(
+                "Slurm job {slurm_job} is {} (nodes: {}): only a running job's processes can be observed; wait until it runs",
+                job.state,
+                job.node_list.as_deref().unwrap_or("none yet")
+            ),
+        ));
+    }
+    let gathered = futures::future::join_all(job.nodes.iter().map(|node| {
+        gather_node(
+            slurm_job,
+            node,
+            program,
+            window,
+            rate_hz,
+            nodes_dir.join(node),
+        )
+    }))
+    .await;
+    let mut nodes = Vec::new();
+    for (obs, argv) in gathered {
+        if e.argv.is_empty() {
+            e.argv = argv;
+        }
+        nodes.push(obs);
+    }
+    Ok(nodes)
+}
+
+/// The offset of a node's clock from the readings `(sent, node's clock, received)` in s: the
+/// reading with the shortest round trip, and half that trip as its uncertainty.
+pub(crate) fn offset_of(readings: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
+    readings
+        .iter()
+        .map(|(sent, theirs, received)| (received - sent, theirs - (sent + received) / 2.0))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(rtt, offset)| (offset, rtt / 2.0))
 }
 
 /// One node: srun starts the node part there; its clock is read `CLOCK_READINGS` times, then
@@ -172,7 +209,7 @@ async fn gather_node(
         };
         // srun and slurmstepd may say things first; the node part starts with `ready`.
         while next().await?.trim() != "ready" {}
-        let mut best: Option<(f64, f64)> = None;
+        let mut readings = Vec::new();
         for _ in 0..CLOCK_READINGS {
             let sent = unix_s();
             stdin
@@ -188,11 +225,7 @@ async fn gather_node(
             else {
                 return Err(format!("the node part answered `{line}` to a clock reading"));
             };
-            let rtt = received - sent;
-            let offset = theirs as f64 / 1e9 - (sent + received) / 2.0;
-            if best.is_none_or(|(r, _)| rtt < r) {
-                best = Some((rtt, offset));
-            }
+            readings.push((sent, theirs as f64 / 1e9, received));
         }
         stdin
             .write_all(b"observe\n")
@@ -207,9 +240,9 @@ async fn gather_node(
             serde_json::from_str(json).map_err(|e| format!("unreadable observation: {e}"))?;
         drop(stdin);
         let _ = child.wait().await;
-        if let Some((rtt, offset)) = best {
+        if let Some((offset, uncertainty)) = offset_of(&readings) {
             obs.clock_offset_s = Some(offset);
-            obs.clock_uncertainty_s = Some(rtt / 2.0);
+            obs.clock_uncertainty_s = Some(uncertainty);
             obs.window_start_unix_s = obs.window_start_unix_s.map(|t| t - offset);
         }
         Ok::<_, String>(obs)
@@ -230,7 +263,7 @@ async fn gather_node(
     (obs, argv)
 }
 
-fn unix_s() -> f64 {
+pub(crate) fn unix_s() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
@@ -256,6 +289,9 @@ pub(crate) fn stragglers(ranks: &[&RankObservation], window_s: f64) -> (Vec<u32>
     let mut out = Vec::new();
     for r in ranks {
         let others: Vec<&&RankObservation> = ranks.iter().filter(|o| o.rank != r.rank).collect();
+        if others.is_empty() {
+            continue;
+        }
         let others_cpu = median(others.iter().map(|o| o.cpu_s).collect());
         let others_wait = median(others.iter().map(|o| waiting(o)).collect());
         let computes_longer = r.cpu_s > others_cpu * 1.1;

@@ -34,7 +34,9 @@ pub(crate) async fn nvml_sampler(
     let jsonl = artifact_path(input, place, ArtifactKind::NvmlJsonl);
     let mut e = match &input.target {
         // `command_of` refuses a target the server did not resolve.
-        RunTarget::SlurmJob { slurm_job } => return Err(on_a_cluster_job(input, slurm_job)),
+        RunTarget::SlurmJob { slurm_job: job } | RunTarget::RayJob { ray_job: job } => {
+            return Err(on_a_cluster_job(input, job))
+        }
         RunTarget::Command { .. } | RunTarget::Identified { .. } => {
             let outcome =
                 launch(input, place, &command_of(input)?, timeout_of(input), |_| {}).await?;
@@ -141,7 +143,9 @@ pub(crate) async fn nvidia_smi(
     };
     let mut e = match &input.target {
         // `command_of` refuses a target the server did not resolve.
-        RunTarget::SlurmJob { slurm_job } => return Err(on_a_cluster_job(input, slurm_job)),
+        RunTarget::SlurmJob { slurm_job: job } | RunTarget::RayJob { ray_job: job } => {
+            return Err(on_a_cluster_job(input, job))
+        }
         RunTarget::Command { .. } | RunTarget::Identified { .. } => {
             let command = command_of(input)?;
             // nvidia-smi's run is dropped at the end of this block, which kills it: the

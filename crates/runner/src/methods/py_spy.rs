@@ -130,13 +130,16 @@ pub(crate) async fn py_spy_record(
 /// py-spy's own failure told apart from the target's: a target that ended well before py-spy
 /// found its interpreter (py-spy gives up after about a second) is not a target that failed.
 fn py_spy_missed_it(e: &Execution, status_file: &Path) -> Option<String> {
-    if e.status != RunStatus::Failed || !e.stderr_tail.contains("No python processes found") {
+    if e.status != RunStatus::Failed {
         return None;
     }
     // A target that failed is the target's failure (its status, kept by the shell, says so).
+    // One that ended well while py-spy failed was missed, whatever py-spy said: on a busy
+    // machine it also fails reading a process that vanishes under it.
+    let not_found = e.stderr_tail.contains("No python processes found");
     let target = match read(status_file).trim() {
         "0" => "the target ended (status 0)",
-        "" => "the target did not become a Python process py-spy could read",
+        "" if not_found => "the target did not become a Python process py-spy could read",
         _ => return None,
     };
     Some(format!(

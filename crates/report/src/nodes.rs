@@ -23,6 +23,27 @@ pub fn across_nodes(session: &Session) -> Vec<AcrossNodes> {
         .collect()
 }
 
+/// A node's GPUs in one cell: each one's mean SM use and its memory at its highest.
+fn gpus(n: &system_profile_model::metrics::cluster::NodeObservation) -> String {
+    let Some(g) = &n.gpu else {
+        return "—".into();
+    };
+    g.devices
+        .iter()
+        .map(|d| {
+            let sm = d.series.get("sm_util_percent").map(|s| pct(s.mean));
+            let mem = d.series.get("mem_used_bytes").map(|s| bytes(s.max as u64));
+            format!(
+                "{}: {}, {}",
+                d.gpu,
+                sm.unwrap_or_else(|| "—".into()),
+                mem.unwrap_or_else(|| "—".into())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 pub fn render(md: &mut String, report: &Report) {
     let lang = report.lang;
     for a in &report.across_nodes {
@@ -47,6 +68,7 @@ pub fn render(md: &mut String, report: &Report) {
                     secs(n.cpu_s),
                     bytes(n.rss_peak_bytes),
                     n.ranks.len().to_string(),
+                    gpus(n),
                     esc(n.error.as_deref().unwrap_or("")),
                 ]
             })
@@ -62,6 +84,10 @@ pub fn render(md: &mut String, report: &Report) {
                     ("CPU", "CPU"),
                     ("RSS peak (sum)", "RSS ピーク（合計）"),
                     ("Ranks", "ランク"),
+                    (
+                        "GPUs (SM mean, memory peak)",
+                        "GPU（SM 平均、メモリピーク）",
+                    ),
                     ("Problem", "問題"),
                 ],
             ),
@@ -138,5 +164,52 @@ pub fn render(md: &mut String, report: &Report) {
                 secs(p.window_s)
             ),
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use system_profile_model::metrics::cluster::NodeObservation;
+    use system_profile_model::metrics::{GpuDeviceSummary, GpuSummary, SeriesStats};
+
+    fn stats(mean: f64, max: f64) -> SeriesStats {
+        SeriesStats {
+            samples: 10,
+            mean,
+            p50: mean,
+            p95: max,
+            min: 0.0,
+            max,
+        }
+    }
+
+    #[test]
+    fn a_nodes_gpus_are_one_cell_and_none_is_a_dash() {
+        let device = |gpu: u32, sm: f64, mem_gib: f64| GpuDeviceSummary {
+            gpu,
+            name: None,
+            uuid: None,
+            mem_total_bytes: None,
+            series: [
+                ("sm_util_percent".to_string(), stats(sm, 100.0)),
+                (
+                    "mem_used_bytes".to_string(),
+                    stats(0.0, mem_gib * 1024.0 * 1024.0 * 1024.0),
+                ),
+            ]
+            .into(),
+            processes: Vec::new(),
+            vs_peak: Vec::new(),
+        };
+        let node = NodeObservation {
+            gpu: Some(GpuSummary {
+                devices: vec![device(0, 87.5, 40.0), device(1, 12.0, 2.0)],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(gpus(&node), "0: 87.5%, 40.0 GiB; 1: 12.0%, 2.0 GiB");
+        assert_eq!(gpus(&NodeObservation::default()), "—");
     }
 }

@@ -197,6 +197,16 @@ pub async fn observe(request: &NodeRequest) -> NodeObservation {
         rate_hz: request.rate_hz,
         ..Default::default()
     };
+    let _ = std::fs::create_dir_all(&request.out_dir);
+    // The node's GPUs, where NVML is there: no GPU is no reading, not an error.
+    let gpus = system_profile_sample::nvml::NvmlSampler::start(
+        system_profile_sample::nvml::NvmlSamplerConfig {
+            rate_hz: request.rate_hz.min(10.0),
+            jsonl: Some(request.out_dir.join("nvml.jsonl")),
+            ..Default::default()
+        },
+    )
+    .ok();
     let samplers: Vec<Sampler> = roots
         .iter()
         .map(|root| Sampler::start(*root, config.clone()))
@@ -264,6 +274,7 @@ pub async fn observe(request: &NodeRequest) -> NodeObservation {
         }
     }
     let summaries: Vec<ProcfsSummary> = samplers.into_iter().map(Sampler::stop).collect();
+    obs.gpu = gpus.map(|g| g.stop());
     let usage: HashMap<u32, &system_profile_model::metrics::ProcessUsage> = summaries
         .iter()
         .flat_map(|s| s.processes.iter().map(|p| (p.pid, p)))

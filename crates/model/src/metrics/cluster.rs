@@ -41,6 +41,9 @@ pub struct NodeObservation {
     /// Their resident memory at its highest, summed over processes, bytes.
     pub rss_peak_bytes: u64,
     pub ranks: Vec<RankObservation>,
+    /// The node's GPUs over the window (NVML), where it has some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<super::GpuSummary>,
     /// What went wrong there (no process of the job, srun refused, the observer failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -27,8 +27,12 @@ try:
     os.link(request["binary"], os.path.join(ship, "system-profile"))
 except OSError:
     shutil.copy2(request["binary"], os.path.join(ship, "system-profile"))
-ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), logging_level="ERROR", log_to_driver=False,
-         runtime_env={"working_dir": ship})
+try:
+    ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), logging_level="ERROR",
+             log_to_driver=False, runtime_env={"working_dir": ship})
+finally:
+    # Uploaded (or refused) by now: the local copy has done its work.
+    shutil.rmtree(ship, ignore_errors=True)
 own_job = ray.get_runtime_context().get_job_id()
 
 nodes = [n for n in list_nodes(limit=10000) if n.state == "ALIVE"]

@@ -295,9 +295,21 @@ fn summary(md: &mut String, report: &Report) {
             )
         })
         .collect();
+    // A cluster job's CPU, memory, hot functions (and GPUs, where its nodes have some) are
+    // measured per node, in "Across nodes": not missing.
+    let per_node = |table: &str| {
+        !report.across_nodes.is_empty()
+            && (matches!(table, "cpu" | "memory" | "hotspots")
+                || (table == "gpu"
+                    && report
+                        .across_nodes
+                        .iter()
+                        .any(|a| a.profile.nodes.iter().any(|n| n.gpu.is_some()))))
+    };
     let not_measured: Vec<String> = report
         .omitted
         .iter()
+        .filter(|o| !per_node(&o.table))
         .map(|o| table_name(lang, &o.table))
         .collect();
     if !not_measured.is_empty() {

@@ -169,10 +169,17 @@ fn a_slurm_job_on_two_nodes_names_its_straggler_and_the_skewed_clock() {
     assert_eq!((rank_of("n1"), rank_of("n2")), (0, 1), "{across:#}");
     assert_eq!(node("n1")["ranks"].as_array().unwrap().len(), 1);
     assert_eq!(across["stragglers"], serde_json::json!([1]), "{across:#}");
-    let hottest = node("n2")["ranks"][0]["top_functions"][0]["function"]
-        .as_str()
-        .unwrap();
-    assert!(hottest.contains("ddp_gloo.py:"), "{hottest}");
+    // Its extra work is among its hottest functions (first on an idle machine; beside other
+    // work the waits inside backward can outrank it).
+    let hottest = &node("n2")["ranks"][0]["top_functions"];
+    assert!(
+        hottest
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["function"].as_str().unwrap().contains("ddp_gloo.py:")),
+        "{hottest:#}"
+    );
     let titles: Vec<&str> = report["recommendations"]
         .as_array()
         .unwrap()
@@ -194,7 +201,9 @@ fn a_slurm_job_on_two_nodes_names_its_straggler_and_the_skewed_clock() {
         ),
     )
     .unwrap();
-    assert!(md.contains("### Across nodes (slurm job"), "{md}");
+    assert!(md.contains("### Across nodes (Slurm job"), "{md}");
+    // Measured per node, so not "not measured".
+    assert!(!md.contains("CPU overhead, Memory overhead"), "{md}");
 }
 
 /// A two-node Ray job whose actors step in lockstep (the driver waits for both each step),

@@ -39,6 +39,11 @@ pub struct Recipe {
     /// metrics apply even before the GPU count is known.
     #[serde(default)]
     pub distributed: bool,
+    /// The cluster engine it can run on (`ray`): named by its words alone, when that engine
+    /// reports its actors on two nodes or more, the target is that cluster's job, observed on
+    /// every node, not this machine's processes.
+    #[serde(default)]
+    pub cluster_engine: Option<String>,
     /// Focus when none is named.
     pub default_focus: Vec<Focus>,
     /// How it is usually started.

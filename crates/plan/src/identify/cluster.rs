@@ -128,3 +128,37 @@ pub(super) async fn resolve_ray(b: &mut Build<'_>, job: &str) {
     );
     b.t.cluster = Some(found);
 }
+
+/// A framework named by its words alone whose recipe runs on a cluster engine (Ray for vLLM's
+/// multi-node serving, or a Ray application): when that engine has its actors on two nodes or
+/// more, the target is the cluster's job. Anything else (no engine here, one node) leaves the
+/// framework to be matched on this machine.
+pub(super) async fn spans_a_cluster(
+    b: &mut Build<'_>,
+    reading: &Reading,
+    recipes: &Recipes,
+) -> bool {
+    if reading.main.is_some() || !reading.pids.is_empty() || !reading.ports.is_empty() {
+        return false;
+    }
+    let engine = reading
+        .frameworks
+        .first()
+        .and_then(|(_, id)| recipes.get(id))
+        .and_then(|r| r.cluster_engine.clone());
+    if engine.as_deref() != Some("ray") {
+        return false;
+    }
+    match b.mach.ray_job("").await {
+        Ok(job) if job.nodes.len() >= 2 => {
+            b.evidence(format!(
+                "`{}` runs on Ray, whose actors are on {} nodes here: the target is the cluster",
+                reading.frameworks[0].0,
+                job.nodes.len()
+            ));
+            resolve_ray(b, "").await;
+            true
+        }
+        _ => false,
+    }
+}

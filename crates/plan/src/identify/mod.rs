@@ -217,6 +217,9 @@ pub async fn identify_on(
         resolve_ray(&mut b, job).await;
         return close(b);
     }
+    if spans_a_cluster(&mut b, &reading, recipes).await {
+        return close(b);
+    }
     let table = mach.processes();
 
     // The interpreter and what it can tell: one start for all questions.

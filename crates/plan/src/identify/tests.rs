@@ -427,3 +427,36 @@ async fn a_slurm_job_by_id_step_name_or_as_mine() {
         none.questions
     );
 }
+
+/// `ray` alone is the Ray cluster when Ray has actors on two nodes or more, and the Ray
+/// framework on this machine otherwise; the same for vLLM, which its recipe says runs on Ray.
+#[tokio::test]
+async fn ray_named_alone_is_the_cluster_only_when_it_spans_nodes() {
+    let ray = |nodes: &[&str]| ClusterJob {
+        engine: "ray".into(),
+        job_id: String::new(),
+        state: "RUNNING".into(),
+        nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        num_tasks: Some(nodes.len() as u32),
+        ..Default::default()
+    };
+    let two = Fake {
+        slurm: Some(vec![ray(&["head-45af350b", "node-a69e0d2b"])]),
+        ..Fake::default()
+    };
+    for words in ["ray", "vllm serving"] {
+        let t = identify_in(&two, words).await;
+        assert_eq!(t.kind, TargetKind::ClusterJob, "{words}: {:?}", t.evidence);
+        assert_eq!(t.cluster.as_ref().unwrap().nodes.len(), 2);
+        assert!(t.summary.starts_with("the Ray cluster"), "{}", t.summary);
+    }
+    let one = Fake {
+        slurm: Some(vec![ray(&["head-45af350b"])]),
+        ..Fake::default()
+    };
+    let t = identify_in(&one, "ray").await;
+    assert_ne!(t.kind, TargetKind::ClusterJob, "{:?}", t.evidence);
+    assert!(t.cluster.is_none());
+    let none = identify_in(&Fake::default(), "ray").await;
+    assert!(none.cluster.is_none());
+}

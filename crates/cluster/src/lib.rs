@@ -66,7 +66,7 @@ async fn ask(argv: &[&str]) -> Result<String, ClusterError> {
     }
 }
 
-/// A Slurm job by id, with its nodes one by one.
+/// A Slurm job by id, with its nodes one by one and its running steps.
 pub async fn slurm_job(job_id: &str) -> Result<ClusterJob, ClusterError> {
     let text = ask(&["scontrol", "show", "job", "-o", job_id]).await?;
     let parsed = system_profile_parse::slurm::parse_job(&text);
@@ -77,14 +77,43 @@ pub async fn slurm_job(job_id: &str) -> Result<ClusterJob, ClusterError> {
         )
     })?;
     if let Some(list) = job.node_list.clone() {
-        job.nodes = ask(&["scontrol", "show", "hostnames", &list])
-            .await?
-            .lines()
-            .map(|l| l.trim().to_string())
-            .filter(|l| !l.is_empty())
-            .collect();
+        job.nodes = slurm_hostnames(&list).await?;
+    }
+    // Its steps are context, not a condition: a controller that will not list them leaves
+    // the job as it is.
+    if let Ok(text) = ask(&[
+        "squeue",
+        "-h",
+        "--steps",
+        "-j",
+        &job.job_id,
+        "-o",
+        "%i|%j|%N|%A",
+    ])
+    .await
+    {
+        job.steps = system_profile_parse::slurm::parse_steps(&text).value;
     }
     Ok(job)
+}
+
+/// A Slurm node list (`gpu[01-04]`) one name each, as `scontrol show hostnames` expands it.
+pub async fn slurm_hostnames(list: &str) -> Result<Vec<String>, ClusterError> {
+    Ok(ask(&["scontrol", "show", "hostnames", list])
+        .await?
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect())
+}
+
+/// A Slurm job or step as the user wrote it (`1234`, `1234.0`, `1234.batch`): the job's id
+/// and the step's part.
+pub fn job_and_step(selector: &str) -> (&str, Option<&str>) {
+    match selector.split_once('.') {
+        Some((job, step)) if !step.is_empty() => (job, Some(step)),
+        _ => (selector.trim_end_matches('.'), None),
+    }
 }
 
 /// The jobs `squeue` lists (all users'), as rows.
@@ -149,6 +178,14 @@ pub fn srun_on_node(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_is_its_job_and_its_part() {
+        assert_eq!(job_and_step("1234"), ("1234", None));
+        assert_eq!(job_and_step("1234.0"), ("1234", Some("0")));
+        assert_eq!(job_and_step("1234.batch"), ("1234", Some("batch")));
+        assert_eq!(job_and_step("1234."), ("1234", None));
+    }
 
     #[test]
     fn srun_places_one_task_on_the_node_beside_the_job() {

@@ -26,6 +26,7 @@ use system_profile_model::run::{
     RunTarget,
 };
 use system_profile_model::target::{IdentifyTargetInput, Target, TargetKind};
+use system_profile_model::trace::ClockAlignment;
 use system_profile_model::trace::{AnalyzeTraceInput, TraceReport};
 use system_profile_parse::kineto::rank_balance;
 use system_profile_plan::identify::{identify, IdentifyOptions};
@@ -740,6 +741,7 @@ impl Engine {
             .collect::<Result<Vec<_>, _>>()?;
         // One blocking task per trace, all at once: ranks are independent, and each holds
         // only its kernels' intervals.
+        let resolved = files.clone();
         let tasks: Vec<_> = files
             .into_iter()
             .zip(&input.paths)
@@ -755,15 +757,52 @@ impl Engine {
             })??);
         }
         let balance = rank_balance(&traces);
+        let alignment = system_profile_parse::kineto::align_clocks(&traces);
         let mut report = TraceReport {
             traces,
             balance,
+            alignment,
             stored: None,
         };
         // Kept in the session so `summarize` reports it without reading the traces again.
-        match self.runs.store_trace(&report) {
-            Ok(path) => report.stored = Some(path),
-            Err(e) => tracing::warn!("trace analysis not stored: {e}"),
+        let stored = match self.runs.store_trace(&report) {
+            Ok(path) => path,
+            Err(e) => {
+                tracing::warn!("trace analysis not stored: {e}");
+                return Ok(report);
+            }
+        };
+        report.stored = Some(stored.clone());
+        // The ranks on one clock beside it, when a clock other than the reference's is known.
+        if let Some(alignment) = report
+            .alignment
+            .clone()
+            .filter(ClockAlignment::worth_merging)
+        {
+            let merged = stored.replace(".json", "-merged.json.gz");
+            let fs = self.runs.fs().map_err(|e| EngineError::Failed {
+                message: format!("the output folder cannot be opened: {e}"),
+            })?;
+            let traces = report.traces.clone();
+            let target = PathBuf::from(&merged);
+            let done = tokio::task::spawn_blocking(move || {
+                trace_files::merge(&fs, &target, &resolved, &traces, &alignment)
+            })
+            .await
+            .map_err(|e| EngineError::Failed {
+                message: format!("the trace merge stopped: {e}"),
+            })?;
+            match done {
+                Ok(()) => {
+                    if let Some(a) = report.alignment.as_mut() {
+                        a.merged_trace = Some(merged);
+                    }
+                    if let Err(e) = self.runs.restore_trace(&stored, &report) {
+                        tracing::warn!("trace analysis not stored again: {e}");
+                    }
+                }
+                Err(e) => tracing::warn!("merged trace not written: {e}"),
+            }
         }
         Ok(report)
     }

@@ -210,6 +210,17 @@ impl RunBook {
         Ok(rel.join(name).to_string_lossy().into_owned())
     }
 
+    /// Write `report` again where `store_trace` put it (once its merged trace is written).
+    pub fn restore_trace(
+        &self,
+        stored: &str,
+        report: &system_profile_model::trace::TraceReport,
+    ) -> std::io::Result<()> {
+        let _one_writer = self.write_lock.lock();
+        let text = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
+        write_atomically(&self.fs()?, Path::new(stored), &text, 0o644)
+    }
+
     pub fn insert(&self, record: RunRecord) {
         if let Ok(mut r) = self.records.lock() {
             r.push(record);

@@ -3,7 +3,8 @@
 //! `parse::kineto::rank_balance`. Only the IO is here.
 
 use crate::EngineError;
-use system_profile_model::trace::TraceFile;
+use system_profile_confine::Confined;
+use system_profile_model::trace::{ClockAlignment, TraceFile};
 
 /// Analyse one trace file, compressed or not.
 pub(crate) fn analyze_file(
@@ -25,4 +26,31 @@ pub(crate) fn analyze_file(
         node_rank: None,
         diagnostics: parsed.diagnostics.into_iter().map(|d| d.message).collect(),
     })
+}
+
+/// The ranks' traces (`files`, in `traces`' order) on the reference rank's clock, gzipped, in a
+/// new file `target` under `fs`'s root. A rank without an offset is left out (its clock's
+/// note says why).
+pub(crate) fn merge(
+    fs: &Confined,
+    target: &std::path::Path,
+    files: &[std::path::PathBuf],
+    traces: &[TraceFile],
+    alignment: &ClockAlignment,
+) -> std::io::Result<()> {
+    let readers = files
+        .iter()
+        .map(|p| std::fs::File::open(p).map(std::io::BufReader::new))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let out = fs.create_new(target, 0o644).map_err(|e| e.into_io())?;
+    let notes = system_profile_parse::kineto::write_merged_gzip(
+        readers,
+        traces,
+        alignment,
+        std::io::BufWriter::new(out),
+    )?;
+    for note in notes {
+        tracing::info!("merged trace: {note}");
+    }
+    Ok(())
 }

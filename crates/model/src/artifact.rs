@@ -65,6 +65,8 @@ pub enum ArtifactKind {
     NvidiaSmiQueryCsv,
     // A torch.profiler (Kineto) trace.
     KinetoTrace,
+    // Every rank's trace on one clock, lined up on their common collectives.
+    MergedTrace,
     // What the torch.profiler runner saw (steps, traces written, CUDA or not).
     TorchProfilerState,
     // Nsight Systems' report.

@@ -415,6 +415,12 @@ pub struct RanksBalance {
     /// Largest compute time over the smallest: 1.0 is even.
     pub compute_imbalance: f64,
     pub stragglers: Vec<u32>,
+    /// The rank whose trace clock the others' offsets are against, when they were lined up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_reference: Option<u32>,
+    /// Every rank's trace on that rank's clock (the merged timeline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_trace: Option<String>,
 }
 
 /// One rank's time, over its trace's window.
@@ -431,6 +437,12 @@ pub struct RankRow {
     /// Its mean profiler step, µs: the step time every rank shares when they keep in step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_mean_us: Option<f64>,
+    /// Its trace's clock minus the lowest rank's, µs, and the uncertainty, as the collectives
+    /// they share bound it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_uncertainty_us: Option<f64>,
 }
 
 /// One GPU's compute figures.

@@ -421,7 +421,7 @@ const SPECS: &[MethodSpec] = &[
     spec!(TorchProfiler, tool: Some("torch_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: true, function: false, options: [RecordShapes, ProfileMemory, WithStack, Schedule],
         families: &[F::GpuUtilization, F::KernelLaunchOverhead, F::HostDeviceTransfers, F::PeerTransfers, F::GpuMemory, F::CommComputeRatio, F::NcclCollectives, F::CpuHotspots], overhead: Medium,
         "10-30% while active; a schedule keeps it to a few steps",
-        artifacts: [(KinetoTrace, "trace[-rank<r>][-<n>].json.gz"), (TorchProfilerState, "torch-profiler[-rank<r>].json")], metrics: &["kernels_by_time", "copies", "launch_overhead", "gpu_idle_s", "comm_compute_overlap"]),
+        artifacts: [(KinetoTrace, "trace[-rank<r>][-<n>].json.gz"), (TorchProfilerState, "torch-profiler[-rank<r>].json"), (MergedTrace, "trace-merged.json.gz")], metrics: &["kernels_by_time", "copies", "launch_overhead", "gpu_idle_s", "comm_compute_overlap"]),
     spec!(Nsys, tool: Some("nsys"), modes: &[Launch], python_only: false, gpu: true, torch: false, function: false, options: [NsysTrace],
         families: &[F::GpuUtilization, F::KernelLaunchOverhead, F::HostDeviceTransfers, F::PeerTransfers, F::NcclCollectives, F::CommComputeRatio], overhead: Low,
         "5-10% with cuda,nvtx tracing",

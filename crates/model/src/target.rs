@@ -445,6 +445,45 @@ pub struct ClusterJob {
     /// The folder the job runs in (shared by its nodes on a cluster with a shared filesystem).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_dir: Option<String>,
+    /// Its running steps (Slurm's `squeue --steps`): `1234.0`, `1234.batch`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<JobStep>,
+    /// The step named (`slurm 1234.0`): only its processes are observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+}
+
+/// One running step of a job.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct JobStep {
+    /// `1234.0`, `1234.batch`.
+    pub step_id: String,
+    pub name: String,
+    /// The engine's compressed node list.
+    pub node_list: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<u32>,
+}
+
+impl ClusterJob {
+    /// What the observers on its nodes select processes by: the job, or `job.step` when a
+    /// step was named.
+    pub fn selector(&self) -> String {
+        self.step.clone().unwrap_or_else(|| self.job_id.clone())
+    }
+
+    /// Its steps in words: `1234.0 `train` (2 tasks on n[1-2]), 1234.batch `batch``.
+    pub fn steps_phrase(&self) -> String {
+        self.steps
+            .iter()
+            .map(|s| match s.tasks {
+                Some(1) => format!("{} `{}` (1 task on {})", s.step_id, s.name, s.node_list),
+                Some(n) => format!("{} `{}` ({n} tasks on {})", s.step_id, s.name, s.node_list),
+                None => format!("{} `{}` (on {})", s.step_id, s.name, s.node_list),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// A cluster job in words: `Slurm job 1234`, `Ray job 02000000`, `the Ray cluster` (a Ray

@@ -65,8 +65,84 @@ pub struct TraceReport {
     pub traces: Vec<TraceFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub balance: Option<RankBalance>,
+    /// The ranks' clocks lined up on their common collectives, and the merged timeline
+    /// (two traces or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alignment: Option<ClockAlignment>,
     /// Where the session keeps this result for `summarize`
     /// (`profile_output/<session>/traces/t001.json`), relative to the root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stored: Option<String>,
+}
+
+/// Which collectives line up the ranks' clocks: NCCL kernels (their spans are the transfer
+/// on the GPU) or gloo's collectives (their CPU spans last until the transfer is done).
+/// `nccl:` CPU annotations only launch, and are not used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncBasis {
+    NcclKernels,
+    GlooCollectives,
+}
+
+/// One collective as one rank saw it, in that rank's clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncPoint {
+    pub basis: SyncBasis,
+    /// The `ProfilerStep#N` it was issued in, when the trace has steps.
+    pub step: Option<u64>,
+    pub start_us: f64,
+    pub end_us: f64,
+    /// Its payload, when the trace says (a key that tells two collectives apart).
+    pub bytes: Option<u64>,
+}
+
+/// The ranks' clocks against one rank's: no rank can finish a collective before every rank
+/// has started it, so each pair of spans bounds the offset between two clocks, and all the
+/// pairs together bound it tightly. Traces from different nodes (each stamped with its own
+/// monotonic clock) line up once shifted by these offsets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ClockAlignment {
+    /// The rank whose clock the others are put on.
+    pub reference_rank: u32,
+    pub ranks: Vec<RankClock>,
+    /// Every rank's events on the reference rank's clock, one process group per rank
+    /// (Chrome trace JSON, gzip; opens in Perfetto), relative to the root; absent when no
+    /// offset could be measured or it was not written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_trace: Option<String>,
+}
+
+impl ClockAlignment {
+    /// Whether a merged timeline says anything: a rank other than the reference has a known
+    /// offset.
+    pub fn worth_merging(&self) -> bool {
+        self.ranks
+            .iter()
+            .any(|c| c.rank != self.reference_rank && c.offset_us.is_some())
+    }
+}
+
+/// One rank's clock against the reference's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RankClock {
+    pub rank: u32,
+    pub path: String,
+    /// Its clock minus the reference's, µs: subtracted from its timestamps to merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset_us: Option<f64>,
+    /// Half the width of the interval the collectives allow (bounded), or the spread of the
+    /// collectives' ends (not bounded), µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncertainty_us: Option<f64>,
+    /// Collectives matched with the reference's.
+    pub collectives: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<SyncBasis>,
+    /// Whether every matched pair agreed on one interval (false: the spans were not the
+    /// transfers themselves, and the median of the ends' differences was taken).
+    pub bounded: bool,
+    /// Why there is no offset, or what to doubt in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }

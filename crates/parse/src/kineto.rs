@@ -17,12 +17,17 @@ use system_profile_model::metrics::{
     TraceWindow,
 };
 use system_profile_model::peaks::{gpu_peaks, pcie_gbps_per_direction, GpuModelPeaks, PeakUse};
+use system_profile_model::trace::{SyncBasis, SyncPoint};
 use system_profile_model::{Diag, Parsed};
 
+mod align;
 mod collectives;
+mod merge;
 mod ranks;
 mod scanner;
+pub use align::align_clocks;
 use collectives::{CommAcc, CommArgs};
+pub use merge::{merge_inputs, write_merged, write_merged_gzip, MergeInput, MergeStats};
 pub use ranks::rank_balance;
 use scanner::{ScanError, Scanner};
 
@@ -214,6 +219,11 @@ struct Acc {
     launch_calls: Vec<(f64, f64)>,
     /// Start and duration of the `ProfilerStep#N` annotations.
     steps: Vec<(f64, f64)>,
+    /// Their numbers with the same start and duration, where the name has one.
+    step_numbers: Vec<(u64, f64, f64)>,
+    /// The collectives that bound the ranks' clocks, with the correlation id that finds a
+    /// kernel's launch (the step it belongs to), resolved at the end.
+    sync: Vec<(SyncPoint, Option<u64>)>,
     skipped: u64,
     comms: CommAcc,
 }
@@ -236,6 +246,33 @@ fn step_times(steps: &[(f64, f64)]) -> (Option<f64>, Option<f64>) {
 }
 
 impl Acc {
+    /// The collectives in start order, each given the profiler step it was issued in: a
+    /// kernel's by its launch on the CPU (the step annotations are CPU spans; the kernel may
+    /// run after its step's span ended).
+    fn sync_points(&mut self) -> Vec<SyncPoint> {
+        let mut steps = std::mem::take(&mut self.step_numbers);
+        steps.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let step_at = |t: f64| {
+            let i = steps.partition_point(|s| s.1 <= t);
+            i.checked_sub(1)
+                .map(|i| steps[i])
+                .filter(|s| t <= s.1 + s.2)
+                .map(|s| s.0)
+        };
+        let mut points: Vec<SyncPoint> = std::mem::take(&mut self.sync)
+            .into_iter()
+            .map(|(mut p, correlation)| {
+                let issued = correlation
+                    .and_then(|c| self.runtime.get(&c))
+                    .map_or(p.start_us, |(ts, _)| *ts);
+                p.step = step_at(issued);
+                p
+            })
+            .collect();
+        points.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
+        points
+    }
+
     fn intern(&mut self, name: &str) -> u32 {
         if let Some(id) = self.name_ids.get(name) {
             return *id;
@@ -255,6 +292,36 @@ impl Acc {
             return;
         };
         let args = e.args.unwrap_or_default();
+        let name = e.name.as_deref().unwrap_or("");
+        let basis = match cat {
+            "kernel" if name.starts_with("nccl") => Some(SyncBasis::NcclKernels),
+            "user_annotation" | "cpu_op" if name.starts_with("gloo:") => {
+                Some(SyncBasis::GlooCollectives)
+            }
+            _ => None,
+        };
+        if let Some(basis) = basis {
+            let bytes = match basis {
+                SyncBasis::NcclKernels => args
+                    .in_nelems
+                    .zip(args.dtype.as_deref().and_then(collectives::dtype_bytes))
+                    .map(|(n, size)| n * size),
+                SyncBasis::GlooCollectives => args
+                    .input_dims
+                    .zip(args.input_type)
+                    .and_then(|(d, t)| collectives::bytes_of_inputs(d.get(), t.get())),
+            };
+            self.sync.push((
+                SyncPoint {
+                    basis,
+                    step: None,
+                    start_us: ts,
+                    end_us: ts + dur,
+                    bytes,
+                },
+                args.correlation,
+            ));
+        }
         self.comms.add(
             cat,
             e.name.as_deref().unwrap_or(""),
@@ -310,12 +377,19 @@ impl Acc {
                     .is_some_and(|n| n.starts_with("ProfilerStep#")) =>
             {
                 self.steps.push((ts, dur));
+                if let Some(n) = name
+                    .strip_prefix("ProfilerStep#")
+                    .and_then(|n| n.parse().ok())
+                {
+                    self.step_numbers.push((n, ts, dur));
+                }
             }
             _ => {}
         }
     }
 
-    fn finish(self) -> TraceAnalysis {
+    fn finish(mut self) -> TraceAnalysis {
+        let sync_points = self.sync_points();
         let pct = |x: f64, of: f64| if of > 0.0 { x / of * 100.0 } else { 0.0 };
         // With two profiler steps or more, the window HTA uses: GPU work launched before the
         // last step began (the last one is cut short by the profiler's own stop).
@@ -536,6 +610,7 @@ impl Acc {
                 short_kernels_percent: pct(short_kernels as f64, kernel_count as f64),
             },
             collectives: self.comms.finish(cutoff),
+            sync_points,
         }
     }
 }
@@ -606,80 +681,46 @@ fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
         .then(|| sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1])
 }
 
-/// Walk the top-level object: `traceEvents` element by element into `acc`, the device names
-/// and the rank from their keys, everything else skipped.
+/// The top-level object: `traceEvents` element by element into `acc`, the device names and
+/// the rank from their keys, everything else skipped.
 fn scan<R: Read>(sc: &mut Scanner<R>, acc: &mut Acc) -> Result<(), ScanError> {
-    sc.expect(b'{')?;
-    loop {
-        match sc.peek()? {
-            Some(b'}') => return Ok(()),
-            Some(b',') => {
-                sc.pos += 1;
-                continue;
+    let mut device_names = BTreeMap::new();
+    let mut rank = None;
+    let walked = scanner::walk(
+        sc,
+        |bytes| match serde_json::from_slice::<Event>(bytes) {
+            Ok(e) => acc.add(e),
+            Err(_) => {
+                acc.events += 1;
+                acc.skipped += 1;
             }
-            Some(b'"') => {}
-            Some(b) => {
-                return Err(sc.error(sc.pos, format!("expected a key, found `{}`", b as char)))
-            }
-            None => return Err(sc.error(sc.pos, "the input ends inside the top-level object")),
-        }
-        let key_range = sc.next_value()?;
-        let key: String = serde_json::from_slice(&sc.buf[key_range.clone()])
-            .map_err(|e| sc.error(key_range.start, format!("bad key: {e}")))?;
-        sc.expect(b':')?;
-        if key == "traceEvents" {
-            sc.expect(b'[')?;
-            loop {
-                match sc.peek()? {
-                    Some(b']') => {
-                        sc.pos += 1;
-                        break;
-                    }
-                    Some(b',') => {
-                        sc.pos += 1;
-                        continue;
-                    }
-                    Some(_) => {}
-                    None => return Err(sc.error(sc.pos, "the input ends inside traceEvents")),
-                }
-                sc.compact();
-                let r = sc.next_value()?;
-                match serde_json::from_slice::<Event>(&sc.buf[r]) {
-                    Ok(e) => acc.add(e),
-                    Err(_) => {
-                        acc.events += 1;
-                        acc.skipped += 1;
-                    }
-                }
-            }
-        } else {
-            sc.compact();
-            let r = sc.next_value()?;
-            let bytes = &sc.buf[r];
-            match key.as_str() {
-                "deviceProperties" => {
-                    if let Ok(props) = serde_json::from_slice::<Vec<DeviceProperty>>(bytes) {
-                        for p in props {
-                            if let Some(n) = p.name {
-                                acc.device_names.insert(p.id, n);
-                            }
+        },
+        |key, bytes| match key {
+            "deviceProperties" => {
+                if let Ok(props) = serde_json::from_slice::<Vec<DeviceProperty>>(bytes) {
+                    for p in props {
+                        if let Some(n) = p.name {
+                            device_names.insert(p.id, n);
                         }
                     }
                 }
-                "distributedInfo" => {
-                    if let Ok(info) = serde_json::from_slice::<DistributedInfo>(bytes) {
-                        acc.rank = info.rank;
-                    }
-                }
-                _ => {}
             }
-        }
-    }
+            "distributedInfo" => {
+                if let Ok(info) = serde_json::from_slice::<DistributedInfo>(bytes) {
+                    rank = info.rank;
+                }
+            }
+            _ => {}
+        },
+    );
+    acc.device_names.extend(device_names);
+    acc.rank = acc.rank.or(rank);
+    walked
 }
 
-/// Analyse a trace from `reader`, gzip-compressed or plain JSON as its first two bytes say
-/// (gzip's magic, `1f 8b`), whatever the file is named. Only reading those bytes can fail.
-pub fn analyze_compressed_or_not<R: Read>(mut reader: R) -> std::io::Result<Parsed<TraceAnalysis>> {
+/// `reader`'s bytes, gunzipped when its first two bytes are gzip's magic (`1f 8b`), whatever
+/// the file is named. Only reading those bytes can fail.
+pub(crate) fn decompressed<'r, R: Read + 'r>(mut reader: R) -> std::io::Result<Box<dyn Read + 'r>> {
     let mut magic = [0u8; 2];
     let mut n = 0;
     while n < magic.len() {
@@ -688,12 +729,19 @@ pub fn analyze_compressed_or_not<R: Read>(mut reader: R) -> std::io::Result<Pars
             k => n += k,
         }
     }
+    let gzip = magic[..n] == [0x1f, 0x8b];
     let whole = std::io::Cursor::new(magic[..n].to_vec()).chain(reader);
-    Ok(if magic[..n] == [0x1f, 0x8b] {
-        analyze_reader(flate2::read::GzDecoder::new(whole))
+    Ok(if gzip {
+        Box::new(flate2::read::GzDecoder::new(whole))
     } else {
-        analyze_reader(whole)
+        Box::new(whole)
     })
+}
+
+/// Analyse a trace from `reader`, gzip-compressed or plain JSON as its first two bytes say
+/// (gzip's magic, `1f 8b`), whatever the file is named. Only reading those bytes can fail.
+pub fn analyze_compressed_or_not<R: Read>(reader: R) -> std::io::Result<Parsed<TraceAnalysis>> {
+    Ok(analyze_reader(decompressed(reader)?))
 }
 
 /// Analyse a trace read from `reader` (decompress `.gz` before).

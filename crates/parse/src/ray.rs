@@ -78,6 +78,8 @@ pub fn cluster_job(nodes_json: &str, actors_json: &str, job: &str) -> Parsed<Opt
             nodes: names,
             num_tasks: Some(mine.len() as u32),
             work_dir: None,
+            steps: Vec::new(),
+            step: None,
         }),
         diagnostics,
     }

@@ -1,9 +1,9 @@
 //! Slurm's own words about a job: `scontrol show job -o <id>` (one line of `Key=Value` pairs;
-//! a value may hold spaces only in the last fields we do not read) and `squeue -h -o
-//! '%i|%j|%u|%T|%N'` rows. The node list stays Slurm's compressed form (`gpu[01-04]`):
+//! a value may hold spaces only in the last fields we do not read), `squeue -h -o
+//! '%i|%j|%u|%T|%N'` rows and `squeue -h --steps -o '%i|%j|%N|%A'` rows. The node list stays Slurm's compressed form (`gpu[01-04]`):
 //! `scontrol show hostnames` expands it, on the machine that asks.
 
-use system_profile_model::target::ClusterJob;
+use system_profile_model::target::{ClusterJob, JobStep};
 use system_profile_model::{Diag, Parsed};
 
 /// One job from `scontrol show job -o`; several lines (a job array) give the first.
@@ -48,6 +48,8 @@ pub fn parse_job(input: &str) -> Parsed<Option<ClusterJob>> {
             num_nodes: number("NumNodes"),
             num_tasks: number("NumTasks"),
             work_dir: field("WorkDir"),
+            steps: Vec::new(),
+            step: None,
         }),
         diagnostics,
     }
@@ -92,6 +94,34 @@ pub fn parse_queue(input: &str) -> Parsed<Vec<QueueRow>> {
     }
 }
 
+/// The running steps of `squeue -h --steps -o '%i|%j|%N|%A'`: step id, name, node list,
+/// tasks; a line that is not four fields is skipped and said.
+pub fn parse_steps(input: &str) -> Parsed<Vec<JobStep>> {
+    let mut diagnostics = Vec::new();
+    let mut steps = Vec::new();
+    for (i, line) in input
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let f: Vec<&str> = line.trim().split('|').collect();
+        if let [step_id, name, node_list, tasks] = f[..] {
+            steps.push(JobStep {
+                step_id: step_id.into(),
+                name: name.into(),
+                node_list: node_list.into(),
+                tasks: tasks.trim().parse().ok(),
+            });
+        } else {
+            diagnostics.push(Diag::at(i + 1, "not four `|`-separated fields"));
+        }
+    }
+    Parsed {
+        value: steps,
+        diagnostics,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +132,22 @@ mod tests {
         assert_eq!(p.value.len(), 2);
         assert_eq!(p.value[0].node_list, "vm");
         assert_eq!(p.value[1].state, "PENDING");
+        assert_eq!(p.diagnostics.len(), 1);
+    }
+
+    /// As this machine's Slurm (Debian's slurm-wlm) printed a two-node job's steps.
+    #[test]
+    fn steps_and_a_bad_line() {
+        let p = parse_steps("1.0|train|n[1-2]|2\n1.batch|batch|n1|1\n1.1|x\n");
+        assert_eq!(p.value.len(), 2);
+        assert_eq!(
+            (
+                p.value[0].step_id.as_str(),
+                p.value[0].node_list.as_str(),
+                p.value[0].tasks
+            ),
+            ("1.0", "n[1-2]", Some(2))
+        );
         assert_eq!(p.diagnostics.len(), 1);
     }
 

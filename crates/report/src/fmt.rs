@@ -41,6 +41,18 @@ pub fn us(v: f64) -> String {
     secs(v * 1e-6)
 }
 
+/// A signed offset, µs, to the microsecond (a clock offset is worth its every digit).
+pub fn signed_us(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{:+.6} s", v * 1e-6)
+    } else if a >= 1e3 {
+        format!("{:+.3} ms", v * 1e-3)
+    } else {
+        format!("{v:+.1} µs")
+    }
+}
+
 pub fn pct(p: f64) -> String {
     format!("{p:.1}%")
 }

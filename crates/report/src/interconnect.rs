@@ -1,7 +1,7 @@
 //! The interconnect table: copies and collectives per source (and per rank of a distributed
 //! run), communication against computation, and how evenly the ranks worked.
 
-use crate::fmt::{cell, tr, us};
+use crate::fmt::{cell, signed_us, tr, us};
 use crate::markdown::{cite as cite_sources, heads, table};
 use crate::session::{RunInstrument, Session};
 use crate::tables::{cite, direction, instrument_source, links, topology_line, Links};
@@ -296,17 +296,31 @@ impl TraceSets<'_> {
                 rows: b
                     .ranks
                     .iter()
-                    .map(|r| RankRow {
-                        rank: r.rank,
-                        node_rank: r.node_rank,
-                        compute_us: r.compute_us,
-                        comm_us: r.comm_us,
-                        idle_us: gpu.then_some(r.idle_us),
-                        step_mean_us: r.step_mean_us,
+                    .map(|r| {
+                        let clock = report.alignment.as_ref().and_then(|a| {
+                            a.ranks
+                                .iter()
+                                .find(|c| c.rank == r.rank && c.rank != a.reference_rank)
+                        });
+                        RankRow {
+                            rank: r.rank,
+                            node_rank: r.node_rank,
+                            compute_us: r.compute_us,
+                            comm_us: r.comm_us,
+                            idle_us: gpu.then_some(r.idle_us),
+                            step_mean_us: r.step_mean_us,
+                            clock_offset_us: clock.and_then(|c| c.offset_us),
+                            clock_uncertainty_us: clock.and_then(|c| c.uncertainty_us),
+                        }
                     })
                     .collect(),
                 compute_imbalance: b.compute_imbalance,
                 stragglers: b.stragglers.clone(),
+                clock_reference: report.alignment.as_ref().map(|a| a.reference_rank),
+                merged_trace: report
+                    .alignment
+                    .as_ref()
+                    .and_then(|a| a.merged_trace.clone()),
             });
         }
     }
@@ -405,41 +419,60 @@ pub(crate) fn render_balance(md: &mut String, report: &Report) {
             format!("Ranks side by side ({}):\n\n", b.measured_on),
             format!("ランクの比較（{}）:\n\n", b.measured_on),
         ));
+        // The clocks' column only where a rank's clock was lined up with the lowest rank's.
+        let clocks = b.rows.iter().any(|r| r.clock_offset_us.is_some());
         let rows: Vec<Vec<String>> = b
             .rows
             .iter()
             .map(|r| {
-                vec![
+                let mut row = vec![
                     r.rank.to_string(),
                     r.node_rank.map(|n| n.to_string()).unwrap_or("—".into()),
                     us(r.compute_us),
                     us(r.comm_us),
                     cell(r.idle_us, us),
                     cell(r.step_mean_us, us),
-                    if b.stragglers.contains(&r.rank) {
-                        tr(lang, "straggler", "遅いランク")
-                    } else {
-                        String::new()
-                    },
-                ]
+                ];
+                if clocks {
+                    row.push(match (r.clock_offset_us, r.clock_uncertainty_us) {
+                        (Some(o), Some(u)) => format!("{} ± {}", signed_us(o), us(u)),
+                        (Some(o), None) => signed_us(o),
+                        _ if b.clock_reference == Some(r.rank) => tr(lang, "reference", "基準"),
+                        _ => "—".into(),
+                    });
+                }
+                row.push(if b.stragglers.contains(&r.rank) {
+                    tr(lang, "straggler", "遅いランク")
+                } else {
+                    String::new()
+                });
+                row
             })
             .collect();
-        table(
-            md,
-            &heads(
+        let mut columns = vec![
+            ("Rank", "ランク"),
+            ("Node", "ノード"),
+            ("Compute", "計算"),
+            ("Communication", "通信"),
+            ("Idle", "アイドル"),
+            ("Step (mean)", "ステップ（平均）"),
+        ];
+        if clocks {
+            columns.push(("Clock offset", "時計のずれ"));
+        }
+        columns.push(("", ""));
+        table(md, &heads(lang, &columns), &rows);
+        if let Some(path) = &b.merged_trace {
+            md.push_str(&tr(
                 lang,
-                &[
-                    ("Rank", "ランク"),
-                    ("Node", "ノード"),
-                    ("Compute", "計算"),
-                    ("Communication", "通信"),
-                    ("Idle", "アイドル"),
-                    ("Step (mean)", "ステップ（平均）"),
-                    ("", ""),
-                ],
-            ),
-            &rows,
-        );
+                format!(
+                    "Clock offsets: each rank's trace clock minus the lowest rank's, bounded by the collectives they share (none ends before every rank has begun it). The ranks' traces on one clock: `{path}` (opens in Perfetto).\n\n"
+                ),
+                format!(
+                    "時計のずれ: 各ランクのトレースの時計と最小ランクの時計の差（共通の集団通信で上下から抑えたもの）。全ランクを一つの時計に揃えたトレース: `{path}`（Perfetto で開けます）。\n\n"
+                ),
+            ));
+        }
         md.push_str(&tr(
             lang,
             format!(

@@ -136,9 +136,11 @@ pub fn read_stacks(folded: &str) -> (u64, Option<f64>, Vec<FunctionShare>) {
 }
 
 /// The job's processes here, as roots of their trees: every process whose environment says
-/// `SLURM_JOB_ID=<job>` and, where Slurm names nodes, this node (several nodes may share a
-/// host), but this observer's own step and its tree.
-fn job_roots(job: &str) -> Vec<u32> {
+/// `SLURM_JOB_ID=<job>` (and `SLURM_STEP_ID=<step>` when `selector` names a step) and, where
+/// Slurm names nodes, this node (several nodes may share a host), but this observer's own
+/// step and its tree.
+fn job_roots(selector: &str) -> Vec<u32> {
+    let (job, step) = system_profile_cluster::job_and_step(selector);
     let own_step = std::env::var("SLURM_STEP_ID").ok();
     let own_node = std::env::var("SLURMD_NODENAME").ok();
     let me = std::process::id();
@@ -149,7 +151,14 @@ fn job_roots(job: &str) -> Vec<u32> {
         .filter(|p| !own.contains(&p.pid) && p.state != 'Z')
         .filter(|p| {
             let env = system_profile_sample::proc::environ(p.pid);
+            let step_id = env.get("SLURM_STEP_ID").map(String::as_str);
             env.get("SLURM_JOB_ID").map(String::as_str) == Some(job)
+                // The batch script's processes carry no step id.
+                && match step {
+                    None => true,
+                    Some("batch") => step_id.is_none(),
+                    Some(named) => step_id == Some(named),
+                }
                 && (own_step.is_none() || env.get("SLURM_STEP_ID") != own_step.as_ref())
                 && (own_node.is_none() || env.get("SLURMD_NODENAME") == own_node.as_ref())
         })

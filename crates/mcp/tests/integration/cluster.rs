@@ -133,12 +133,46 @@ fn a_slurm_job_on_two_nodes_names_its_straggler_and_the_skewed_clock() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // Slurm's own list of the job's steps, read through identify: the batch script and the
+    // torchrun step; a step it does not list is a question, not a guess.
+    let identify = |words: String| {
+        let out = Command::new(BIN)
+            .args(["call", "identify_target"])
+            .arg(serde_json::json!({ "arguments": words }).to_string())
+            .current_dir(work.path())
+            .env("SLURM_CONF", &cluster.conf)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    };
+    let whole = identify(format!("slurm job {job}"));
+    let steps: Vec<&str> = whole["cluster"]["steps"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{whole:#}"))
+        .iter()
+        .map(|s| s["step_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        steps.contains(&format!("{job}.0").as_str())
+            && steps.contains(&format!("{job}.batch").as_str()),
+        "{whole:#}"
+    );
+    let unknown = identify(format!("slurm {job}.7"));
+    assert!(
+        unknown["questions"][0]
+            .as_str()
+            .unwrap()
+            .contains(&format!("has no running step {job}.7")),
+        "{unknown:#}"
+    );
+    // The torchrun step alone (not the batch script beside it) is what is profiled.
     let out = Command::new(BIN)
         .arg("profile")
         .arg("--root")
         .arg(work.path())
         .args(["--budget", "120"])
-        .arg(format!("slurm job {job}"))
+        .arg(format!("slurm {job}.0"))
         .current_dir(work.path())
         .env("SLURM_CONF", &cluster.conf)
         .env("PATH", path_with_venv())

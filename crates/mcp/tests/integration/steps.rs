@@ -469,6 +469,70 @@ fn analyze_trace_reads_real_traces_and_compares_ranks() {
     assert!(comm[1] > 4.0 * comm[0], "{comm:?}");
     assert_eq!(two["balance"]["stragglers"], json!([0]));
     assert!(two["balance"]["compute_imbalance"].as_f64().unwrap() > 1.1);
+    // Ranks of different jobs share no profiler step: no clock is made up, nothing merged.
+    let clock = &two["alignment"]["ranks"][1];
+    assert!(clock["offset_us"].is_null(), "{clock}");
+    assert!(
+        clock["note"]
+            .as_str()
+            .unwrap()
+            .contains("0 collectives in common"),
+        "{clock}"
+    );
+    assert!(two["alignment"]["merged_trace"].is_null());
+
+    // The real two-rank gloo traces, rank 1's clock put 2.5 s ahead as another node's would
+    // be: its offset is found, and the merged timeline has both ranks on rank 0's clock.
+    let skew_us = 2.5e6;
+    let gz = |rank: u32| {
+        std::fs::File::open(data.join(format!("gloo-ddp-2rank-cpu-rank{rank}.json.gz"))).unwrap()
+    };
+    std::io::copy(
+        &mut gz(0),
+        &mut std::fs::File::create(traces.join("ddp0.json.gz")).unwrap(),
+    )
+    .unwrap();
+    let mut shifted: Value = serde_json::from_reader(flate2::read::GzDecoder::new(gz(1))).unwrap();
+    for e in shifted["traceEvents"].as_array_mut().unwrap() {
+        if let Some(ts) = e["ts"].as_f64() {
+            e["ts"] = json!(ts + skew_us);
+        }
+    }
+    std::fs::write(traces.join("ddp1.json"), shifted.to_string()).unwrap();
+    let r = call(
+        &mut s,
+        6,
+        "analyze_trace",
+        json!({"paths": ["traces/ddp0.json.gz", "traces/ddp1.json"]}),
+    );
+    let ddp = &r["result"]["structuredContent"];
+    let clock = &ddp["alignment"]["ranks"][1];
+    let (offset, unc) = (
+        clock["offset_us"].as_f64().unwrap(),
+        clock["uncertainty_us"].as_f64().unwrap(),
+    );
+    assert!((offset - skew_us).abs() <= unc && unc < 1000.0, "{clock}");
+    let merged = ddp["alignment"]["merged_trace"].as_str().unwrap();
+    let merged: Value = serde_json::from_reader(flate2::read::GzDecoder::new(
+        std::fs::File::open(s.root.path().join(merged)).unwrap(),
+    ))
+    .unwrap();
+    let starts = |label: &str| {
+        let events = merged["traceEvents"].as_array().unwrap();
+        let pids: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["args"]["labels"] == label)
+            .map(|e| &e["pid"])
+            .collect();
+        events
+            .iter()
+            .filter(|e| pids.contains(&&e["pid"]) && e["name"] == "gloo:all_gather")
+            .map(|e| e["ts"].as_f64().unwrap())
+            .next()
+            .unwrap()
+    };
+    // DDP's first collective begins within milliseconds on both ranks once merged.
+    assert!((starts("rank 0") - starts("rank 1")).abs() < 10_000.0);
 
     for (id, paths, needle) in [
         (3, json!(["../outside.json"]), "paths"),

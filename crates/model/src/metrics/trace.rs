@@ -138,6 +138,11 @@ pub struct TraceAnalysis {
     /// Collective communication (gloo or NCCL), when the trace has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collectives: Option<crate::collectives::Collectives>,
+    /// The collectives one by one, in this rank's clock, for lining up the ranks' clocks
+    /// (`parse::kineto::align`); held while the traces are compared, never stored.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub sync_points: Vec<crate::trace::SyncPoint>,
 }
 
 /// One row of an nsys API or OS runtime summary (cuda_api_sum, osrt_sum).

@@ -61,7 +61,7 @@ pub(super) struct CommAcc {
 
 /// Bytes of one element of a PyTorch dtype, as traces spell it (`Float`, `float`,
 /// `c10::BFloat16`, `long int`).
-fn dtype_bytes(dtype: &str) -> Option<u64> {
+pub(super) fn dtype_bytes(dtype: &str) -> Option<u64> {
     let t = dtype
         .trim()
         .trim_start_matches("c10::")
@@ -95,7 +95,7 @@ fn op_name(raw: &str) -> String {
 }
 
 /// The first tensor's bytes from `Input Dims` (`[[9352]]`) and `Input type` (`["float"]`).
-fn bytes_of_inputs(dims: &str, types: &str) -> Option<u64> {
+pub(super) fn bytes_of_inputs(dims: &str, types: &str) -> Option<u64> {
     let dims: Vec<Vec<u64>> = serde_json::from_str(dims).ok()?;
     let types: Vec<String> = serde_json::from_str(types).ok()?;
     let shape = dims.first().filter(|d| !d.is_empty())?;

@@ -30,6 +30,17 @@ fn times(a: &TraceAnalysis) -> (f64, f64, f64) {
     }
 }
 
+/// Each trace's rank: its own, unless one has none or two say the same (copies, or traces of
+/// different jobs): then their order.
+pub(super) fn rank_numbers(traces: &[TraceFile]) -> Vec<u32> {
+    let said: Vec<Option<u32>> = traces.iter().map(|t| t.analysis.rank).collect();
+    let mut seen = std::collections::HashSet::new();
+    if said.iter().any(|r| r.is_none() || !seen.insert(*r)) {
+        return (0..traces.len() as u32).collect();
+    }
+    said.into_iter().flatten().collect()
+}
+
 /// Compute and communication time per rank, and who the others wait for: a rank whose time
 /// in collectives is well under the others' (they sit in every collective until it arrives),
 /// or one computing more than 10% above the lower median while the others do wait for it.
@@ -37,20 +48,13 @@ pub fn rank_balance(traces: &[TraceFile]) -> Option<RankBalance> {
     if traces.len() < 2 {
         return None;
     }
-    // Ranks from the traces' own rank, unless two say the same (copies, or traces of
-    // different jobs): then their order.
-    let mut said: Vec<Option<u32>> = traces.iter().map(|t| t.analysis.rank).collect();
-    let mut seen = std::collections::HashSet::new();
-    if said.iter().any(|r| r.is_none() || !seen.insert(*r)) {
-        said = (0..traces.len() as u32).map(Some).collect();
-    }
     let ranks: Vec<RankTime> = traces
         .iter()
-        .zip(said)
+        .zip(rank_numbers(traces))
         .map(|(t, rank)| {
             let (compute_us, comm_us, idle_us) = times(&t.analysis);
             RankTime {
-                rank: rank.unwrap_or(0),
+                rank,
                 node_rank: t.node_rank,
                 path: t.path.clone(),
                 compute_us,

@@ -240,6 +240,58 @@ impl<R: Read> Scanner<R> {
     }
 }
 
+/// Walk a trace's top-level object: each element of `traceEvents` to `on_event`, the value of
+/// every other key to `on_key`, one value at a time.
+pub(super) fn walk<R: Read>(
+    sc: &mut Scanner<R>,
+    mut on_event: impl FnMut(&[u8]),
+    mut on_key: impl FnMut(&str, &[u8]),
+) -> Result<(), ScanError> {
+    sc.expect(b'{')?;
+    loop {
+        match sc.peek()? {
+            Some(b'}') => return Ok(()),
+            Some(b',') => {
+                sc.pos += 1;
+                continue;
+            }
+            Some(b'"') => {}
+            Some(b) => {
+                return Err(sc.error(sc.pos, format!("expected a key, found `{}`", b as char)))
+            }
+            None => return Err(sc.error(sc.pos, "the input ends inside the top-level object")),
+        }
+        let key_range = sc.next_value()?;
+        let key: String = serde_json::from_slice(&sc.buf[key_range.clone()])
+            .map_err(|e| sc.error(key_range.start, format!("bad key: {e}")))?;
+        sc.expect(b':')?;
+        if key == "traceEvents" {
+            sc.expect(b'[')?;
+            loop {
+                match sc.peek()? {
+                    Some(b']') => {
+                        sc.pos += 1;
+                        break;
+                    }
+                    Some(b',') => {
+                        sc.pos += 1;
+                        continue;
+                    }
+                    Some(_) => {}
+                    None => return Err(sc.error(sc.pos, "the input ends inside traceEvents")),
+                }
+                sc.compact();
+                let r = sc.next_value()?;
+                on_event(&sc.buf[r]);
+            }
+        } else {
+            sc.compact();
+            let r = sc.next_value()?;
+            on_key(&key, &sc.buf[r]);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{scan, Acc};

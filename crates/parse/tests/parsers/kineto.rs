@@ -243,3 +243,100 @@ fn kineto_traces_agree_with_an_independent_count() {
         );
     }
 }
+
+fn trace_file(
+    rank: u32,
+    analysis: system_profile_model::metrics::TraceAnalysis,
+) -> system_profile_model::trace::TraceFile {
+    system_profile_model::trace::TraceFile {
+        path: format!("rank{rank}"),
+        bytes: 0,
+        analysis,
+        node_rank: Some(rank),
+        diagnostics: Vec::new(),
+    }
+}
+
+/// The real two-rank gloo traces (one machine, one clock), and rank 1's rewritten 2.5 s
+/// ahead as a second node's clock would be: the collectives bound rank 1's offset to within a
+/// millisecond of the truth (0, then 2.5 s), the same shift found both ways; merged, the two
+/// ranks' all-reduces end together again.
+#[test]
+fn ranks_clocks_line_up_on_their_collectives_and_merge() {
+    use system_profile_parse::kineto::{align_clocks, merge_inputs, write_merged};
+    let gz = |rank: u32| {
+        std::fs::read(data_dir("kineto").join(format!("gloo-ddp-2rank-cpu-rank{rank}.json.gz")))
+            .unwrap()
+    };
+    let skew_us = 2.5e6;
+    let mut shifted: serde_json::Value =
+        serde_json::from_reader(flate2::read::GzDecoder::new(&gz(1)[..])).unwrap();
+    for e in shifted["traceEvents"].as_array_mut().unwrap() {
+        if let Some(ts) = e["ts"].as_f64() {
+            e["ts"] = serde_json::json!(ts + skew_us);
+        }
+    }
+    let shifted = serde_json::to_vec(&shifted).unwrap();
+    let analyse = |bytes: &[u8]| {
+        system_profile_parse::kineto::analyze_compressed_or_not(bytes)
+            .unwrap()
+            .value
+    };
+    let (r0, r1, r1_skewed) = (analyse(&gz(0)), analyse(&gz(1)), analyse(&shifted));
+    assert_eq!(r1.sync_points.len(), 25, "the gloo collectives of rank 1");
+    let same_clock = align_clocks(&[trace_file(0, r0.clone()), trace_file(1, r1)]).unwrap();
+    let other_clock = align_clocks(&[trace_file(0, r0), trace_file(1, r1_skewed)]).unwrap();
+    for (alignment, truth) in [(&same_clock, 0.0), (&other_clock, skew_us)] {
+        let c = &alignment.ranks[1];
+        let (offset, unc) = (c.offset_us.unwrap(), c.uncertainty_us.unwrap());
+        assert!(c.bounded, "{c:?}");
+        assert!(
+            (offset - truth).abs() <= unc && unc < 1000.0,
+            "{offset} ± {unc} for {truth}"
+        );
+        assert_eq!(c.collectives, 25);
+    }
+    let found = other_clock.ranks[1].offset_us.unwrap() - same_clock.ranks[1].offset_us.unwrap();
+    assert!((found - skew_us).abs() < 1.0, "{found}");
+
+    let traces = [
+        trace_file(0, Default::default()),
+        trace_file(1, Default::default()),
+    ];
+    let r0_bytes = gz(0);
+    let (inputs, left_out) = merge_inputs(vec![&r0_bytes[..], &shifted[..]], &traces, &other_clock);
+    assert!(left_out.is_empty());
+    let mut merged = Vec::new();
+    let stats = write_merged(inputs, &other_clock, &mut merged).unwrap();
+    // Every event of both (4,060 each) but their 2 `process_sort_index` each: ours order the
+    // ranks instead.
+    assert_eq!((stats.events, stats.skipped), (8116, 0));
+    let merged: serde_json::Value = serde_json::from_slice(&merged).unwrap();
+    let mut ends: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
+    for e in merged["traceEvents"].as_array().unwrap() {
+        if e["name"] == "gloo:all_reduce" {
+            let end = e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap();
+            ends.entry(e["pid"].as_u64().unwrap())
+                .or_default()
+                .push(end);
+        }
+    }
+    let lanes: Vec<Vec<f64>> = ends
+        .into_values()
+        .map(|mut v| {
+            v.sort_by(f64::total_cmp);
+            v
+        })
+        .collect();
+    assert_eq!(lanes.len(), 2, "one lane per rank");
+    assert_eq!(lanes[0].len(), lanes[1].len());
+    let worst = lanes[0]
+        .iter()
+        .zip(&lanes[1])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        worst < 5_000.0,
+        "all-reduces end {worst} µs apart once merged"
+    );
+}

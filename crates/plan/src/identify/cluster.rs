@@ -49,10 +49,22 @@ pub(super) async fn resolve_slurm(b: &mut Build<'_>, words: &SlurmWords) {
             }
         }
     };
-    let job = match mach.slurm_job(&id).await {
+    let (job_id, step) = system_profile_cluster::job_and_step(&id);
+    let mut job = match mach.slurm_job(job_id).await {
         Ok(job) => job,
         Err(e) => return asked_engine_failed(b, &e),
     };
+    if let Some(step) = step {
+        let full = format!("{job_id}.{step}");
+        // A controller that lists no step leaves the step unchecked, for the node part.
+        if !job.steps.is_empty() && !job.steps.iter().any(|s| s.step_id == full) {
+            b.ask(format!(
+                "Slurm job {job_id} has no running step {full}: its steps are {}. Which one, or the whole job (`slurm job {job_id}`)?",
+                job.steps_phrase()
+            ));
+        }
+        job.step = Some(full);
+    }
     b.evidence(format!(
         "Slurm job {} (`{}`) is {} on {}",
         job.job_id,
@@ -66,13 +78,20 @@ pub(super) async fn resolve_slurm(b: &mut Build<'_>, words: &SlurmWords) {
             job.job_id, job.state
         ));
     }
+    if !job.steps.is_empty() {
+        b.evidence(format!("its running steps: {}", job.steps_phrase()));
+    }
     b.t.kind = TargetKind::ClusterJob;
     b.t.summary = format!(
-        "Slurm job {}{} on {} node(s): {}",
+        "Slurm job {}{}{} on {} node(s): {}",
         job.job_id,
         job.name
             .as_deref()
             .map(|n| format!(" (`{n}`)"))
+            .unwrap_or_default(),
+        job.step
+            .as_deref()
+            .map(|s| format!(", step {s} only,"))
             .unwrap_or_default(),
         job.nodes.len(),
         job.nodes.join(", ")

@@ -79,6 +79,7 @@ enum Main {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum SlurmWords {
+    /// A job's id, or a step's (`1234.0`).
     Id(String),
     Name(String),
     Mine,

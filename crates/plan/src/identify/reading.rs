@@ -302,8 +302,8 @@ pub(super) fn read_main(
     Ok((Main::Word(w.clone()), 1))
 }
 
-/// `slurm job 1234`, `slurm 1234.0` (a step: its job), `slurm job train-ddp` (by name), `my
-/// slurm job` or `slurm` alone (the user's running job); returns the words used.
+/// `slurm job 1234`, `slurm 1234.0` (a step), `slurm job train-ddp` (by name), `my slurm job`
+/// or `slurm` alone (the user's running job); returns the words used.
 pub(super) fn read_slurm(words: &[String]) -> Option<(SlurmWords, usize)> {
     let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
     let at = usize::from(lower.first().is_some_and(|w| w == "my"));
@@ -317,9 +317,14 @@ pub(super) fn read_slurm(words: &[String]) -> Option<(SlurmWords, usize)> {
     let Some(next) = words.get(used).filter(|w| focus_of_word(w).is_empty()) else {
         return Some((SlurmWords::Mine, used));
     };
-    let id = next.split('.').next().unwrap_or(next);
-    if !id.is_empty() && id.chars().all(|c| c.is_ascii_digit() || c == '_') {
-        Some((SlurmWords::Id(id.to_string()), used + 1))
+    let (id, step) = system_profile_cluster::job_and_step(next);
+    let step_ok = step.is_none_or(|s| s.chars().all(|c| c.is_ascii_alphanumeric()));
+    if !id.is_empty() && id.chars().all(|c| c.is_ascii_digit() || c == '_') && step_ok {
+        let selector = match step {
+            Some(step) => format!("{id}.{step}"),
+            None => id.to_string(),
+        };
+        Some((SlurmWords::Id(selector), used + 1))
     } else {
         Some((SlurmWords::Name(next.clone()), used + 1))
     }

@@ -6,7 +6,7 @@ use crate::pyhelper::HelperError;
 use machine::Pending;
 use machine::{ClusterError, ClusterErrorKind, ClusterJob, QueueRow};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use system_profile_model::target::SystemdUnit;
+use system_profile_model::target::{JobStep, SystemdUnit};
 
 #[derive(Default)]
 struct Fake {
@@ -359,6 +359,20 @@ fn job(id: &str, name: &str, user: &str, state: &str) -> ClusterJob {
         state: state.into(),
         node_list: Some("gpu[01-02]".into()),
         nodes: vec!["gpu01".into(), "gpu02".into()],
+        steps: vec![
+            JobStep {
+                step_id: format!("{id}.0"),
+                name: "train".into(),
+                node_list: "gpu[01-02]".into(),
+                tasks: Some(2),
+            },
+            JobStep {
+                step_id: format!("{id}.batch"),
+                name: "batch".into(),
+                node_list: "gpu01".into(),
+                tasks: Some(1),
+            },
+        ],
         ..Default::default()
     }
 }
@@ -394,6 +408,27 @@ async fn a_slurm_job_by_id_step_name_or_as_mine() {
     assert_eq!(
         identify_in(&machine, "slurm job 7 cpu").await.focus,
         vec![Focus::Cpu]
+    );
+    // A step named is kept (only its processes are observed), and checked against the steps
+    // Slurm lists; the job's steps are evidence either way.
+    let step = identify_in(&machine, "slurm 7.0").await;
+    assert_eq!(step.cluster.as_ref().unwrap().step.as_deref(), Some("7.0"));
+    assert_eq!(step.cluster.as_ref().unwrap().selector(), "7.0");
+    assert!(step.summary.contains("step 7.0 only"), "{}", step.summary);
+    assert!(
+        step.evidence
+            .iter()
+            .any(|e| e.contains("7.0 `train` (2 tasks on gpu[01-02]), 7.batch `batch`")),
+        "{:?}",
+        step.evidence
+    );
+    let whole = identify_in(&machine, "slurm job 7").await;
+    assert_eq!(whole.cluster.as_ref().unwrap().selector(), "7");
+    let no_step = identify_in(&machine, "slurm 7.3").await;
+    assert!(
+        no_step.questions[0].contains("has no running step 7.3: its steps are 7.0"),
+        "{:?}",
+        no_step.questions
     );
     let pending = identify_in(&machine, "slurm job 9").await;
     assert!(pending.needs_clarification);

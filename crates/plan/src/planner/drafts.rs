@@ -235,7 +235,7 @@ pub(super) fn draft_steps(
                                         }
                                     } else {
                                         RunTarget::SlurmJob {
-                                            slurm_job: job.job_id.clone(),
+                                            slurm_job: job.selector(),
                                         }
                                     };
                                     (
@@ -244,7 +244,7 @@ pub(super) fn draft_steps(
                                             "{} on {} node(s)",
                                             system_profile_model::target::job_phrase(
                                                 &job.engine,
-                                                &job.job_id
+                                                &job.selector()
                                             ),
                                             job.nodes.len().max(1)
                                         ),

@@ -356,6 +356,13 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
             trace: Some(ddp_files[0].analysis.clone()),
             ranks: Some(TraceReport {
                 balance: system_profile_parse::kineto::rank_balance(&ddp_files),
+                // One machine's ranks: the clocks line up within the collectives' bound of 0.
+                alignment: system_profile_parse::kineto::align_clocks(&ddp_files).map(|mut a| {
+                    a.merged_trace = Some(format!(
+                        "profile_output/{name}/r006-torch-profiler/trace-merged.json.gz"
+                    ));
+                    a
+                }),
                 traces: ddp_files.clone(),
                 stored: None,
             }),
@@ -391,6 +398,7 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
             diagnostics: Vec::new(),
         }],
         balance: None,
+        alignment: None,
         stored: Some(format!("profile_output/{name}/traces/t001.json")),
     };
     std::fs::create_dir_all(dir.join("traces")).unwrap();

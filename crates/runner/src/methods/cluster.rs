@@ -91,7 +91,8 @@ async fn slurm_nodes(
     nodes_dir: &Path,
     e: &mut Execution,
 ) -> Result<Vec<NodeObservation>, RunError> {
-    let job = system_profile_cluster::slurm_job(slurm_job)
+    let (job_id, step) = system_profile_cluster::job_and_step(slurm_job);
+    let job = system_profile_cluster::slurm_job(job_id)
         .await
         .map_err(|err| {
             let kind = match err.kind {
@@ -112,7 +113,26 @@ async fn slurm_nodes(
             ),
         ));
     }
-    let gathered = futures::future::join_all(job.nodes.iter().map(|node| {
+    // A step named: the nodes it runs on, and only its processes there.
+    let nodes = match step {
+        None => job.nodes.clone(),
+        Some(step) => {
+            let full = format!("{job_id}.{step}");
+            let Some(running) = job.steps.iter().find(|s| s.step_id == full) else {
+                return Err(RunError::new(
+                    RunErrorKind::BadTarget,
+                    format!(
+                        "Slurm job {job_id} has no running step {full} (its steps: {}): name one of them, or the job",
+                        if job.steps.is_empty() { "none listed".to_string() } else { job.steps_phrase() }
+                    ),
+                ));
+            };
+            system_profile_cluster::slurm_hostnames(&running.node_list)
+                .await
+                .map_err(|err| RunError::new(RunErrorKind::BadTarget, err.message))?
+        }
+    };
+    let gathered = futures::future::join_all(nodes.iter().map(|node| {
         gather_node(
             slurm_job,
             node,
@@ -175,7 +195,9 @@ async fn gather_node(
         "--out".into(),
         out_dir.to_string_lossy().into_owned(),
     ];
-    let argv = system_profile_cluster::srun_on_node(job, node, program, &bcast, &args);
+    // srun joins the job; the node part is told the step too, to select its processes.
+    let (job_id, _) = system_profile_cluster::job_and_step(job);
+    let argv = system_profile_cluster::srun_on_node(job_id, node, program, &bcast, &args);
     let exchange = async {
         let mut child = tokio::process::Command::new(&argv[0])
             .args(&argv[1..])

@@ -149,8 +149,10 @@ pub(crate) async fn torch_profiler(
                 ));
             }
         }
+        let alignment = merged(input, place, &analysed, &mut e);
         e.metrics.ranks = Some(TraceReport {
             balance: system_profile_parse::kineto::rank_balance(&analysed),
+            alignment,
             traces: analysed,
             stored: None,
         });
@@ -161,6 +163,44 @@ pub(crate) async fn torch_profiler(
     }
     explain_exit(&mut e);
     Ok(e)
+}
+
+/// The ranks' clocks lined up on their collectives and, where a rank's clock is known, their
+/// traces merged onto the lowest rank's (an artifact). One machine's ranks share a clock: the
+/// offsets found are the method's error, near zero.
+fn merged(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    traces: &[TraceFile],
+    e: &mut Execution,
+) -> Option<system_profile_model::trace::ClockAlignment> {
+    let mut alignment = system_profile_parse::kineto::align_clocks(traces)?;
+    if !alignment.worth_merging() {
+        return Some(alignment);
+    }
+    let out = artifact_path(input, place, ArtifactKind::MergedTrace);
+    let written = traces
+        .iter()
+        .map(|t| std::fs::File::open(&t.path).map(std::io::BufReader::new))
+        .collect::<std::io::Result<Vec<_>>>()
+        .and_then(|readers| {
+            let file = std::fs::File::create_new(&out)?;
+            system_profile_parse::kineto::write_merged_gzip(
+                readers,
+                traces,
+                &alignment,
+                std::io::BufWriter::new(file),
+            )
+        });
+    match written {
+        Ok(notes) => {
+            e.warnings.extend(notes.into_iter().map(|n| format!("merged trace: {n}")));
+            alignment.merged_trace = Some(out.to_string_lossy().into_owned());
+            e.artifacts.extend(file_artifact(out, ArtifactKind::MergedTrace));
+        }
+        Err(err) => e.warnings.push(format!("the ranks' traces were not merged: {err}")),
+    }
+    Some(alignment)
 }
 
 /// The argv that runs the runner as the entry point of every rank of a distributed launcher

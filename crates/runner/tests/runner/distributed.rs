@@ -2,8 +2,9 @@
 //! checked against each program's own truth: DDP's buckets, FSDP's shards, the step log.
 
 use super::*;
-use system_profile_model::run::RunStatus;
+use system_profile_model::run::{ArtifactKind, RunStatus};
 use system_profile_runner::execute;
+use system_profile_runner::Execution;
 
 /// torch_profiler on `torchrun --standalone --nproc_per_node 2 examples/<example>`, shapes
 /// recorded (gloo's annotations carry sizes only then), traced on `schedule` when given.
@@ -70,6 +71,28 @@ async fn torch_profiler_goes_inside_every_rank_of_torchrun() {
     let balance = ranks.balance.as_ref().expect("balance");
     assert_eq!(balance.stragglers, vec![1], "{balance:?}");
     assert_eq!(e.metrics.trace.as_ref().and_then(|t| t.rank), Some(0));
+    clocks_line_up_on_one_machine(&e);
+}
+
+/// One machine's ranks share a clock: the offset the collectives bound for rank 1 must hold
+/// the truth, 0, within its uncertainty, and the merged timeline is left as an artifact.
+fn clocks_line_up_on_one_machine(e: &Execution) {
+    let ranks = e.metrics.ranks.as_ref().expect("one trace per rank");
+    let a = ranks.alignment.as_ref().expect("clocks lined up");
+    let c = a.ranks.iter().find(|c| c.rank == 1).expect("rank 1");
+    let (offset, unc) = (
+        c.offset_us.expect("offset"),
+        c.uncertainty_us.expect("bound"),
+    );
+    assert!(c.bounded && offset.abs() <= unc && unc < 10_000.0, "{c:?}");
+    let merged = a.merged_trace.as_deref().expect("merged trace");
+    assert!(
+        e.artifacts
+            .iter()
+            .any(|f| f.kind == ArtifactKind::MergedTrace && f.path.to_string_lossy() == merged),
+        "{:?}",
+        e.artifacts
+    );
 }
 
 /// Real code nobody here wrote: Lightning's demo transformer trained by Lightning's own DDP
@@ -140,6 +163,8 @@ async fn lightning_ddp_under_torchrun_matches_ddps_own_buckets() {
     }
     let balance = ranks.balance.as_ref().expect("balance");
     assert_eq!(balance.stragglers, vec![1], "{balance:?}");
+    // The traced steps are matched step by step (ProfilerStep#N) across the ranks.
+    clocks_line_up_on_one_machine(&e);
 }
 
 /// Real code nobody here wrote, sharded: Lightning's demo transformer under PyTorch's FSDP2 on

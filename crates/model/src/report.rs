@@ -667,6 +667,9 @@ pub struct Report {
     pub gpu: Vec<GpuRow>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hotspots: Option<HotspotTable>,
+    /// torch's operators on the CPU, per torch.profiler run (its first rank's trace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub torch_ops: Vec<TorchOps>,
     pub recommendations: Vec<Recommendation>,
     /// Tables left out for want of data, each with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -677,6 +680,13 @@ pub struct Report {
     /// What the figures lack (a run that failed, an artifact that could not be read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// One torch.profiler run's operators on the CPU, by self time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TorchOps {
+    pub source: Source,
+    pub ops: Vec<crate::metrics::CpuOp>,
 }
 
 /// What one `cluster_nodes` run saw on a cluster job's nodes.

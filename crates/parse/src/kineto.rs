@@ -22,6 +22,7 @@ use system_profile_model::{Diag, Parsed};
 
 mod align;
 mod collectives;
+mod cpu_ops;
 mod merge;
 mod ranks;
 mod scanner;
@@ -226,6 +227,7 @@ struct Acc {
     sync: Vec<(SyncPoint, Option<u64>)>,
     skipped: u64,
     comms: CommAcc,
+    cpu_ops: cpu_ops::CpuOpAcc,
 }
 
 /// Mean and longest `ProfilerStep#N`, µs, over the steps that ran whole: all but the last,
@@ -322,6 +324,8 @@ impl Acc {
                 args.correlation,
             ));
         }
+        self.cpu_ops
+            .add(cat, name, ts, dur, e.tid, args.input_dims.map(|r| r.get()));
         self.comms.add(
             cat,
             e.name.as_deref().unwrap_or(""),
@@ -390,6 +394,7 @@ impl Acc {
 
     fn finish(mut self) -> TraceAnalysis {
         let sync_points = self.sync_points();
+        let cpu_ops = std::mem::take(&mut self.cpu_ops).finish();
         let pct = |x: f64, of: f64| if of > 0.0 { x / of * 100.0 } else { 0.0 };
         // With two profiler steps or more, the window HTA uses: GPU work launched before the
         // last step began (the last one is cut short by the profiler's own stop).
@@ -610,6 +615,7 @@ impl Acc {
                 short_kernels_percent: pct(short_kernels as f64, kernel_count as f64),
             },
             collectives: self.comms.finish(cutoff),
+            cpu_ops,
             sync_points,
         }
     }

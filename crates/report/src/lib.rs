@@ -20,6 +20,7 @@ mod series;
 pub mod session;
 mod sites;
 mod tables;
+mod torch_ops;
 pub mod waits;
 
 use std::collections::BTreeMap;
@@ -267,6 +268,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
         interconnect: tables::interconnect(&session),
         across_nodes: nodes::across_nodes(&session),
         gpu: tables::gpu_rows(&session),
+        torch_ops: torch_ops::torch_ops(&session),
         hotspots: tables::hotspots(&config.root, &session).map(|mut t| {
             // Each file read once, however many rows and lines name it.
             let texts = std::cell::RefCell::new(BTreeMap::<String, Option<String>>::new());

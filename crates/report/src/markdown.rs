@@ -27,7 +27,7 @@ fn prose(s: &str) -> String {
 
 /// User text in a code span: HTML is not read there, only a backtick ends it, so the span
 /// takes more backticks than the text holds in a row.
-fn code(s: &str) -> String {
+pub(crate) fn code(s: &str) -> String {
     let text = s.replace(['\n', '\r'], " ").replace('|', "\\|");
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(if text.contains('`') { longest + 1 } else { 1 });
@@ -181,6 +181,7 @@ pub fn render(report: &Report) -> String {
     crate::nodes::render(&mut md, report);
     gpu(&mut md, report);
     hotspots(&mut md, report);
+    crate::torch_ops::render(&mut md, report);
     charts(&mut md, report);
     recommendations(&mut md, report);
     part_b(&mut md, report);

@@ -138,11 +138,29 @@ pub struct TraceAnalysis {
     /// Collective communication (gloo or NCCL), when the trace has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collectives: Option<crate::collectives::Collectives>,
+    /// torch's operators (and `record_function` labels) on the CPU by self time, as
+    /// torch.profiler's own table counts them (the first 30).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_ops: Vec<CpuOp>,
     /// The collectives one by one, in this rank's clock, for lining up the ranks' clocks
     /// (`parse::kineto::align`); held while the traces are compared, never stored.
     #[serde(skip)]
     #[schemars(skip)]
     pub sync_points: Vec<crate::trace::SyncPoint>,
+}
+
+/// One operator on the CPU: its calls, its time less its children's (self) and with them
+/// (total), µs, its share of all operators' self time, and the input shapes that took most of
+/// its self time (with `record_shapes`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CpuOp {
+    pub name: String,
+    pub calls: u64,
+    pub self_us: f64,
+    pub total_us: f64,
+    pub self_percent: f64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shapes: Vec<String>,
 }
 
 /// One row of an nsys API or OS runtime summary (cuda_api_sum, osrt_sum).

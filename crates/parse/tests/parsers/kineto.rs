@@ -21,7 +21,7 @@ fn kineto(case: &str) -> system_profile_model::metrics::TraceAnalysis {
         assert_eq!(sniffed.value, p.value, "{case}");
     }
     // A CPU-only trace (gloo) says it has no GPU kernels; nothing else may be said.
-    let cpu_only = case.starts_with("gloo-");
+    let cpu_only = case.starts_with("gloo-") || case.contains("-cpu");
     assert!(
         p.diagnostics
             .iter()
@@ -338,5 +338,54 @@ fn ranks_clocks_line_up_on_their_collectives_and_merge() {
     assert!(
         worst < 5_000.0,
         "all-reduces end {worst} µs apart once merged"
+    );
+}
+
+/// torch's operators on the CPU against torch.profiler's own table (`key_averages`, written by
+/// the process that recorded the trace): Lightning's demo transformer, whose output layer over
+/// a 13,578-word vocabulary dominates, as the shapes say.
+#[test]
+fn cpu_operators_agree_with_torch_profilers_own_table() {
+    let a = kineto("lightning-transformer-cpu");
+    let truth: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(data_dir("kineto").join("lightning-transformer-cpu.truth.json")).unwrap(),
+    )
+    .unwrap();
+    let rows = truth["key_averages_top10_by_self_cpu"].as_array().unwrap();
+    for (ours, theirs) in a.cpu_ops.iter().zip(rows) {
+        assert_eq!(
+            ours.name,
+            theirs["name"].as_str().unwrap(),
+            "{:?}",
+            a.cpu_ops
+        );
+        assert_eq!(ours.calls, theirs["calls"].as_u64().unwrap(), "{ours:?}");
+        for (mine, key) in [(ours.self_us, "self_us"), (ours.total_us, "total_us")] {
+            let t = theirs[key].as_f64().unwrap();
+            // The JSON rounds each event to the nanosecond; torch sums unrounded.
+            assert!(
+                (mine - t).abs() <= 1e-3 * t.max(1.0),
+                "{} {key}: {mine} vs {t}",
+                ours.name
+            );
+        }
+    }
+    let shapes = |name: &str| {
+        a.cpu_ops
+            .iter()
+            .find(|o| o.name == name)
+            .map(|o| o.shapes.clone())
+            .unwrap()
+    };
+    assert!(
+        shapes("aten::addmm")[0].contains("13578"),
+        "{:?}",
+        shapes("aten::addmm")
+    );
+    assert!(shapes("aten::_log_softmax")[0].contains("13578"));
+    let share: f64 = a.cpu_ops[..4].iter().map(|o| o.self_percent).sum();
+    assert!(
+        (share - 67.9).abs() < 0.5,
+        "the first four: {share}% (torch's table: 67.94%)"
     );
 }

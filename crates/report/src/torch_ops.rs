@@ -1,0 +1,93 @@
+//! torch's operators on the CPU from a torch.profiler run's trace, timed as torch.profiler's
+//! own table times them: what a CPU training spends its time in, with the input shapes that
+//! took it (the output layer over a large vocabulary shows as `[700,13578]`).
+
+use crate::cpu_table::measured;
+use crate::fmt::{pct, tr, us};
+use crate::markdown::{code, esc, heads, table};
+use crate::session::Session;
+use crate::tables::cite;
+use system_profile_model::report::{Report, TorchOps};
+use system_profile_model::run::ArtifactKind;
+
+/// Operators shown per run.
+const SHOWN: usize = 10;
+
+pub fn torch_ops(session: &Session) -> Vec<TorchOps> {
+    session
+        .runs
+        .iter()
+        .filter(|r| measured(r))
+        .filter_map(|run| {
+            let ops = &run.metrics.trace.as_ref()?.cpu_ops;
+            (!ops.is_empty()).then(|| TorchOps {
+                source: cite(run, ArtifactKind::KinetoTrace),
+                ops: ops.iter().take(SHOWN).cloned().collect(),
+            })
+        })
+        .collect()
+}
+
+pub fn render(md: &mut String, report: &Report) {
+    let lang = report.lang;
+    for t in &report.torch_ops {
+        md.push_str(&tr(
+            lang,
+            format!(
+                "torch operators on the CPU ({}), by self time:\n\n",
+                t.source.run_id
+            ),
+            format!(
+                "CPU 上の torch 演算子（{}）、自己時間順:\n\n",
+                t.source.run_id
+            ),
+        ));
+        let rows: Vec<Vec<String>> = t
+            .ops
+            .iter()
+            .map(|o| {
+                vec![
+                    code(&o.name),
+                    o.calls.to_string(),
+                    us(o.self_us),
+                    pct(o.self_percent),
+                    us(o.total_us),
+                    if o.shapes.is_empty() {
+                        "—".into()
+                    } else {
+                        esc(&o.shapes.join(" · "))
+                    },
+                ]
+            })
+            .collect();
+        table(
+            md,
+            &heads(
+                lang,
+                &[
+                    ("Operator", "演算子"),
+                    ("Calls", "呼び出し"),
+                    ("Self", "自己時間"),
+                    ("Self %", "自己 %"),
+                    ("Total", "合計"),
+                    (
+                        "Input shapes (most self time)",
+                        "入力の形（自己時間の多い順）",
+                    ),
+                ],
+            ),
+            &rows,
+        );
+        md.push_str(&tr(
+            lang,
+            format!(
+                "Self: the operator's time less its children's, as torch.profiler's own table counts it. Source: {}.\n\n",
+                crate::markdown::cite(std::slice::from_ref(&t.source))
+            ),
+            format!(
+                "自己時間: 子の時間を除いた演算子の時間（torch.profiler 自身の表と同じ数え方）。出典: {}。\n\n",
+                crate::markdown::cite(std::slice::from_ref(&t.source))
+            ),
+        ));
+    }
+}

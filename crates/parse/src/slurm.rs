@@ -65,9 +65,9 @@ pub struct QueueRow {
     pub node_list: String,
 }
 
-/// The rows of `squeue -h -o '%i|%j|%u|%T|%N'`; a line that is not five fields is skipped and
-/// said.
-pub fn parse_queue(input: &str) -> Parsed<Vec<QueueRow>> {
+/// `squeue`'s `|`-separated rows, each made by `row` from its fields; a line `row` refuses
+/// (not `fields` long) is skipped and said.
+fn pipe_rows<T>(input: &str, fields: &str, row: impl Fn(&[&str]) -> Option<T>) -> Parsed<Vec<T>> {
     let mut diagnostics = Vec::new();
     let mut rows = Vec::new();
     for (i, line) in input
@@ -76,16 +76,12 @@ pub fn parse_queue(input: &str) -> Parsed<Vec<QueueRow>> {
         .filter(|(_, l)| !l.trim().is_empty())
     {
         let f: Vec<&str> = line.trim().split('|').collect();
-        if let [job_id, name, user, state, node_list] = f[..] {
-            rows.push(QueueRow {
-                job_id: job_id.into(),
-                name: name.into(),
-                user: user.into(),
-                state: state.into(),
-                node_list: node_list.into(),
-            });
-        } else {
-            diagnostics.push(Diag::at(i + 1, "not five `|`-separated fields"));
+        match row(&f) {
+            Some(r) => rows.push(r),
+            None => diagnostics.push(Diag::at(
+                i + 1,
+                format!("not {fields} `|`-separated fields"),
+            )),
         }
     }
     Parsed {
@@ -94,32 +90,33 @@ pub fn parse_queue(input: &str) -> Parsed<Vec<QueueRow>> {
     }
 }
 
+/// The rows of `squeue -h -o '%i|%j|%u|%T|%N'`; a line that is not five fields is skipped and
+/// said.
+pub fn parse_queue(input: &str) -> Parsed<Vec<QueueRow>> {
+    pipe_rows(input, "five", |f| match *f {
+        [job_id, name, user, state, node_list] => Some(QueueRow {
+            job_id: job_id.into(),
+            name: name.into(),
+            user: user.into(),
+            state: state.into(),
+            node_list: node_list.into(),
+        }),
+        _ => None,
+    })
+}
+
 /// The running steps of `squeue -h --steps -o '%i|%j|%N|%A'`: step id, name, node list,
 /// tasks; a line that is not four fields is skipped and said.
 pub fn parse_steps(input: &str) -> Parsed<Vec<JobStep>> {
-    let mut diagnostics = Vec::new();
-    let mut steps = Vec::new();
-    for (i, line) in input
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let f: Vec<&str> = line.trim().split('|').collect();
-        if let [step_id, name, node_list, tasks] = f[..] {
-            steps.push(JobStep {
-                step_id: step_id.into(),
-                name: name.into(),
-                node_list: node_list.into(),
-                tasks: tasks.trim().parse().ok(),
-            });
-        } else {
-            diagnostics.push(Diag::at(i + 1, "not four `|`-separated fields"));
-        }
-    }
-    Parsed {
-        value: steps,
-        diagnostics,
-    }
+    pipe_rows(input, "four", |f| match *f {
+        [step_id, name, node_list, tasks] => Some(JobStep {
+            step_id: step_id.into(),
+            name: name.into(),
+            node_list: node_list.into(),
+            tasks: tasks.trim().parse().ok(),
+        }),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

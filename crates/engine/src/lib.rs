@@ -779,19 +779,19 @@ impl Engine {
             .clone()
             .filter(ClockAlignment::worth_merging)
         {
-            let merged = stored.replace(".json", "-merged.json.gz");
-            let fs = self.runs.fs().map_err(|e| EngineError::Failed {
-                message: format!("the output folder cannot be opened: {e}"),
-            })?;
+            // The analysis stands without the merge: a merge that fails is logged, not raised.
+            let merged = format!(
+                "{}-merged.json.gz",
+                stored.strip_suffix(".json").unwrap_or(&stored)
+            );
             let traces = report.traces.clone();
             let target = PathBuf::from(&merged);
+            let fs = self.runs.fs();
             let done = tokio::task::spawn_blocking(move || {
-                trace_files::merge(&fs, &target, &resolved, &traces, &alignment)
+                trace_files::merge(&fs?, &target, &resolved, &traces, &alignment)
             })
             .await
-            .map_err(|e| EngineError::Failed {
-                message: format!("the trace merge stopped: {e}"),
-            })?;
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
             match done {
                 Ok(()) => {
                     if let Some(a) = report.alignment.as_mut() {

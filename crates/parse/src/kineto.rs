@@ -17,7 +17,7 @@ use system_profile_model::metrics::{
     TraceWindow,
 };
 use system_profile_model::peaks::{gpu_peaks, pcie_gbps_per_direction, GpuModelPeaks, PeakUse};
-use system_profile_model::trace::{SyncBasis, SyncPoint};
+use system_profile_model::trace::SyncPoint;
 use system_profile_model::{Diag, Parsed};
 
 mod align;
@@ -222,9 +222,6 @@ struct Acc {
     steps: Vec<(f64, f64)>,
     /// Their numbers with the same start and duration, where the name has one.
     step_numbers: Vec<(u64, f64, f64)>,
-    /// The collectives that bound the ranks' clocks, with the correlation id that finds a
-    /// kernel's launch (the step it belongs to), resolved at the end.
-    sync: Vec<(SyncPoint, Option<u64>)>,
     skipped: u64,
     comms: CommAcc,
     cpu_ops: cpu_ops::CpuOpAcc,
@@ -261,7 +258,7 @@ impl Acc {
                 .filter(|s| t <= s.1 + s.2)
                 .map(|s| s.0)
         };
-        let mut points: Vec<SyncPoint> = std::mem::take(&mut self.sync)
+        let mut points: Vec<SyncPoint> = std::mem::take(&mut self.comms.sync)
             .into_iter()
             .map(|(mut p, correlation)| {
                 let issued = correlation
@@ -295,40 +292,11 @@ impl Acc {
         };
         let args = e.args.unwrap_or_default();
         let name = e.name.as_deref().unwrap_or("");
-        let basis = match cat {
-            "kernel" if name.starts_with("nccl") => Some(SyncBasis::NcclKernels),
-            "user_annotation" | "cpu_op" if name.starts_with("gloo:") => {
-                Some(SyncBasis::GlooCollectives)
-            }
-            _ => None,
-        };
-        if let Some(basis) = basis {
-            let bytes = match basis {
-                SyncBasis::NcclKernels => args
-                    .in_nelems
-                    .zip(args.dtype.as_deref().and_then(collectives::dtype_bytes))
-                    .map(|(n, size)| n * size),
-                SyncBasis::GlooCollectives => args
-                    .input_dims
-                    .zip(args.input_type)
-                    .and_then(|(d, t)| collectives::bytes_of_inputs(d.get(), t.get())),
-            };
-            self.sync.push((
-                SyncPoint {
-                    basis,
-                    step: None,
-                    start_us: ts,
-                    end_us: ts + dur,
-                    bytes,
-                },
-                args.correlation,
-            ));
-        }
         self.cpu_ops
             .add(cat, name, ts, dur, e.tid, args.input_dims.map(|r| r.get()));
         self.comms.add(
             cat,
-            e.name.as_deref().unwrap_or(""),
+            name,
             ts,
             dur,
             e.tid,
@@ -339,6 +307,7 @@ impl Acc {
                 group_size: args.group_size,
                 input_dims: args.input_dims.map(|r| r.get()),
                 input_type: args.input_type.map(|r| r.get()),
+                correlation: args.correlation,
             },
         );
         match cat {

@@ -8,6 +8,7 @@
 use super::{intersection, length, merge, nearest_rank};
 use std::collections::{BTreeMap, HashMap};
 use system_profile_model::collectives::{CollectiveOp, Collectives};
+use system_profile_model::trace::{SyncBasis, SyncPoint};
 
 /// One collective call.
 struct Call {
@@ -50,6 +51,8 @@ pub(super) struct CommArgs<'a> {
     /// `Input Dims` and `Input type` as JSON text (record_shapes).
     pub input_dims: Option<&'a str>,
     pub input_type: Option<&'a str>,
+    /// The launch's correlation id (a kernel's step is its launch's).
+    pub correlation: Option<u64>,
 }
 
 #[derive(Default)]
@@ -57,11 +60,14 @@ pub(super) struct CommAcc {
     kernels: Vec<Call>,
     annotations: Vec<Call>,
     threads: HashMap<u64, Busy>,
+    /// The collectives that bound the ranks' clocks (every NCCL kernel, named or not; gloo's
+    /// spans), with the correlation id that finds a kernel's launch.
+    pub(super) sync: Vec<(SyncPoint, Option<u64>)>,
 }
 
 /// Bytes of one element of a PyTorch dtype, as traces spell it (`Float`, `float`,
 /// `c10::BFloat16`, `long int`).
-pub(super) fn dtype_bytes(dtype: &str) -> Option<u64> {
+fn dtype_bytes(dtype: &str) -> Option<u64> {
     let t = dtype
         .trim()
         .trim_start_matches("c10::")
@@ -95,7 +101,7 @@ fn op_name(raw: &str) -> String {
 }
 
 /// The first tensor's bytes from `Input Dims` (`[[9352]]`) and `Input type` (`["float"]`).
-pub(super) fn bytes_of_inputs(dims: &str, types: &str) -> Option<u64> {
+fn bytes_of_inputs(dims: &str, types: &str) -> Option<u64> {
     let dims: Vec<Vec<u64>> = serde_json::from_str(dims).ok()?;
     let types: Vec<String> = serde_json::from_str(types).ok()?;
     let shape = dims.first().filter(|d| !d.is_empty())?;
@@ -104,6 +110,24 @@ pub(super) fn bytes_of_inputs(dims: &str, types: &str) -> Option<u64> {
 }
 
 impl CommAcc {
+    fn sync_point(
+        &mut self,
+        basis: SyncBasis,
+        ts: f64,
+        dur: f64,
+        bytes: Option<u64>,
+        correlation: Option<u64>,
+    ) {
+        let point = SyncPoint {
+            basis,
+            step: None,
+            start_us: ts,
+            end_us: ts + dur,
+            bytes,
+        };
+        self.sync.push((point, correlation));
+    }
+
     /// An `X` event; `cat` and `name` as the trace has them.
     pub(super) fn add(
         &mut self,
@@ -117,15 +141,17 @@ impl CommAcc {
         let group_size = a.group_size.and_then(|g| u32::try_from(g).ok());
         match cat {
             "kernel" if name.starts_with("nccl") => {
+                let bytes = a
+                    .in_nelems
+                    .zip(a.dtype.and_then(dtype_bytes))
+                    .map(|(n, s)| n * s);
+                self.sync_point(SyncBasis::NcclKernels, ts, dur, bytes, a.correlation);
                 // Kernels without the collective's name (older PyTorch) stay kernels only.
                 if let Some(c) = a.collective {
                     self.kernels.push(Call {
                         backend: "nccl",
                         op: op_name(c),
-                        bytes: a
-                            .in_nelems
-                            .zip(a.dtype.and_then(dtype_bytes))
-                            .map(|(n, s)| n * s),
+                        bytes,
                         group_size,
                         ts,
                         dur,
@@ -151,6 +177,10 @@ impl CommAcc {
                     .input_dims
                     .zip(a.input_type)
                     .and_then(|(d, t)| bytes_of_inputs(d, t));
+                // gloo's spans last until the transfer is done; `nccl:` ones only launch it.
+                if backend == "gloo" && cat != "cpu_instant_event" {
+                    self.sync_point(SyncBasis::GlooCollectives, ts, dur, bytes, None);
+                }
                 self.annotations.push(Call {
                     backend,
                     op,

@@ -118,18 +118,23 @@ async fn slurm_nodes(
         None => job.nodes.clone(),
         Some(step) => {
             let full = format!("{job_id}.{step}");
-            let Some(running) = job.steps.iter().find(|s| s.step_id == full) else {
-                return Err(RunError::new(
-                    RunErrorKind::BadTarget,
-                    format!(
-                        "Slurm job {job_id} has no running step {full} (its steps: {}): name one of them, or the job",
-                        if job.steps.is_empty() { "none listed".to_string() } else { job.steps_phrase() }
-                    ),
-                ));
-            };
-            system_profile_cluster::slurm_hostnames(&running.node_list)
-                .await
-                .map_err(|err| RunError::new(RunErrorKind::BadTarget, err.message))?
+            match job.steps.iter().find(|s| s.step_id == full) {
+                Some(running) => system_profile_cluster::slurm_hostnames(&running.node_list)
+                    .await
+                    .map_err(|err| RunError::new(RunErrorKind::BadTarget, err.message))?,
+                // A controller that lists no step: every node of the job, the step's
+                // processes selected there (identify leaves the step unchecked too).
+                None if job.steps.is_empty() => job.nodes.clone(),
+                None => {
+                    return Err(RunError::new(
+                        RunErrorKind::BadTarget,
+                        format!(
+                            "Slurm job {job_id} has no running step {full} (its steps: {}): name one of them, or the job",
+                            job.steps_phrase()
+                        ),
+                    ))
+                }
+            }
         }
     };
     let gathered = futures::future::join_all(nodes.iter().map(|node| {

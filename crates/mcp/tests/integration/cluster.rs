@@ -263,6 +263,9 @@ class Worker:
 
 fast = Worker.options(resources={"node_a": 0.1}).remote(0.0)
 slow = Worker.options(resources={"node_b": 0.1}).remote(0.05)
+# Both actors have answered once, so Ray's state API lists them alive on their nodes: the
+# profiler must not start before that on a busy machine.
+ray.get([fast.step.remote(), slow.step.remote()])
 print("started", flush=True)
 while True:
     ray.get([fast.step.remote(), slow.step.remote()])

@@ -178,6 +178,21 @@ pub(super) async fn spans_a_cluster(
             resolve_ray(b, "").await;
             true
         }
-        _ => false,
+        // Said, so that a question about local processes that follows is not a mystery.
+        Ok(job) => {
+            b.evidence(format!(
+                "Ray's state API lists actors on {} node(s) here: matched on this machine's processes",
+                job.nodes.len()
+            ));
+            false
+        }
+        Err(e) if e.kind == ClusterErrorKind::NoEngine => false,
+        Err(e) => {
+            b.evidence(format!(
+                "Ray's state API did not answer ({}): matched on this machine's processes",
+                e.message
+            ));
+            false
+        }
     }
 }

@@ -50,7 +50,7 @@ def prepare(sc, scratch):
         src = module_dir(f["module"]) / f["path"] if "module" in f else (HERE / f["local"]).resolve()
         dst = scratch / f["to"]
         if src.is_dir():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
         else:
             shutil.copy(src, dst)
 
@@ -87,7 +87,32 @@ def time_v(argv, cwd):
     user, sys_ = float(fields["User time (seconds)"]), float(fields["System time (seconds)"])
     return {"wall_s": wall_s, "user_s": user, "sys_s": sys_, "cores": round((user + sys_) / wall_s, 2),
             "voluntary_ctx_switches": int(fields["Voluntary context switches"]),
-            "involuntary_ctx_switches": int(fields["Involuntary context switches"])}
+            "involuntary_ctx_switches": int(fields["Involuntary context switches"]),
+            "minor_faults": int(fields["Minor (reclaiming a frame) page faults"]),
+            "max_rss_kib": int(fields["Maximum resident set size (kbytes)"])}
+
+
+def ab_runs(argv, cwd, env, rounds=3):
+    """The program alone, then with `env` set, interleaved `rounds` times: medians of each
+    `time -v` figure, for the setting a recommendation suggests."""
+    import statistics
+    runs = {"without": [], "with": []}
+    for _ in range(rounds):
+        runs["without"].append(time_v(argv, cwd))
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            runs["with"].append(time_v(argv, cwd))
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    out = {"env": env, "rounds": rounds}
+    for side, rs in runs.items():
+        out[side] = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+    return out
 
 
 def cprofile_top(argv, cwd, n=5):
@@ -101,6 +126,34 @@ def cprofile_top(argv, cwd, n=5):
     return [{"function": name, "file": os.path.basename(file), "line": line, "calls": nc,
              "own_s": round(tt, 3), "own_percent": round(100 * tt / total, 1)}
             for (file, line, name), (cc, nc, tt, ct, callers) in rows]
+
+
+def cprofile_calls_into(argv, cwd, callee):
+    """Who calls `callee` (a library function), from cProfile's exact caller table: each caller
+    function, its calls, the callee's cumulative time through it, and the lines of its source
+    that call it (found in the source, not by a profiler)."""
+    prof = cwd / "calls.pstats"
+    subprocess.run([argv[0], "-m", "cProfile", "-o", str(prof)] + argv[1:], cwd=cwd, capture_output=True)
+    st = pstats.Stats(str(prof))
+    total = st.total_tt or 1
+    out = []
+    for (file, line, name), (cc, nc, tt, ct, callers) in st.stats.items():
+        if name != callee:
+            continue
+        for (cfile, cline, cname), (_, cnc, _, cct) in callers.items():
+            path = Path(cfile) if os.path.isabs(cfile) else cwd / cfile
+            lines = []
+            if path.is_file() and ".py" in path.suffix:
+                for i, text in enumerate(path.read_text().splitlines(), 1):
+                    if i > cline and text[:1].strip():
+                        break  # the caller's body ended (a top-level statement)
+                    if i > cline and f"{callee}(" in text.split("#")[0]:
+                        lines.append(i)
+            out.append({"callee": f"{os.path.basename(file)}:{name}", "caller": cname,
+                        "caller_file": os.path.basename(cfile), "calls": cnc,
+                        "cum_s": round(cct, 3), "cum_percent": round(100 * cct / total, 1),
+                        "source_lines_calling": lines[:3]})
+    return sorted(out, key=lambda c: -c["cum_s"])
 
 
 def scalene_top(argv, cwd, n=3):
@@ -163,11 +216,17 @@ def establish(name):
                             str(folded), "--"] + argv, cwd=scratch, capture_output=True)
             observed["py_spy_gil_1khz_top_self"] = top_self(folded) if folded.exists() else []
             observed["cprofile_top_own"] = cprofile_top(argv, scratch)
+            for callee in sc.get("calls_into", []):
+                observed.setdefault("cprofile_calls_into", []).extend(
+                    cprofile_calls_into(argv, scratch, callee))
             default = scratch / "default.folded"
             subprocess.run([PYSPY, "record", "-r", "100", "--subprocesses", "--format", "raw", "-o", str(default),
                             "--"] + argv, cwd=scratch, capture_output=True)
             observed["peer_py_spy_top_self"] = top_self(default) if default.exists() else []
-            observed["peer_scalene_top"] = scalene_top(argv, scratch)
+            observed["peer_scalene_top"] = (
+                "skipped: " + sc["skip_scalene"] if "skip_scalene" in sc else scalene_top(argv, scratch))
+            if "ab_env" in sc:
+                observed["ab"] = ab_runs(argv, scratch, sc["ab_env"])
     finally:
         for p in reversed(started):
             p.kill()

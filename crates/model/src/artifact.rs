@@ -53,6 +53,9 @@ pub enum ArtifactKind {
     MemrayFlamegraphHtml,
     // `memray transform csv`: the allocations live at the peak, with their stacks.
     MemrayPeakCsv,
+    // `memray transform csv --temporary-allocation-threshold`: allocations freed soon after
+    // they were made (churn), with their stacks.
+    MemrayShortLivedCsv,
     // What the observers on every node of a cluster job saw, gathered.
     NodesJson,
     // tracemalloc's snapshot summary as JSON.

@@ -222,6 +222,9 @@ pub enum SiteMeasure {
     LiveAtPeak,
     /// Bytes allocated over the run, freed or not: churn, which costs time.
     AllocatedOverRun,
+    /// Large buffers (each at least glibc's 128 KiB mmap threshold) made and freed again soon
+    /// after, over the run: churn that can cost page faults and system time on every one.
+    ShortLivedLarge,
 }
 
 /// The resident memory of one Python process at start, after its leading imports, and at its
@@ -531,7 +534,40 @@ pub struct Hotspot {
     pub self_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_s_run: Option<String>,
+    /// For library code: the program's own call that most of its samples came through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub called_from: Option<ProgramCall>,
     pub evidence: Vec<HotspotEvidence>,
+}
+
+/// A call in the program's own code that led to library work, from sampled stacks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProgramCall {
+    pub function: String,
+    /// Relative to the root when under it.
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    pub via: crate::metrics::CallVia,
+    /// Of the samples the row counts (its own time), the share that came through this call.
+    pub share_percent: f64,
+    pub run_id: String,
+}
+
+/// A function of the program's own code with the time of everything it called (inclusive).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InclusiveRow {
+    pub function: String,
+    /// Relative to the root.
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    pub self_percent: f64,
+    pub total_percent: f64,
+    /// Inclusive seconds (samples over the rate), where the rate is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_s: Option<f64>,
+    pub source: Source,
 }
 
 /// A flame graph a run drew.
@@ -545,6 +581,10 @@ pub struct FlameGraph {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HotspotTable {
     pub rows: Vec<Hotspot>,
+    /// The program's own functions by inclusive time, from one sampling run: the phases
+    /// (`evaluate`, `train_epoch`) that self time alone never shows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inclusive: Vec<InclusiveRow>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flame_graphs: Vec<FlameGraph>,
 }

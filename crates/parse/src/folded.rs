@@ -3,7 +3,12 @@
 //! `function (file:line)`; perf as a bare symbol. Read line by line, so memory grows with the
 //! number of distinct functions, not with the input.
 
+mod call_sites;
+
+pub use call_sites::library_file;
+
 use crate::Format;
+use call_sites::{CallSites, Frame};
 use std::collections::HashMap;
 use system_profile_model::metrics::{FunctionHotspot, LineHotspot, StackProfile};
 use system_profile_model::{Diag, Parsed};
@@ -109,6 +114,7 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
     let mut total = 0u64;
     let mut stacks = 0u64;
     let mut seen: Vec<(String, Option<String>)> = Vec::new();
+    let mut call_sites = CallSites::default();
     for (i, raw) in input.enumerate() {
         let line = raw.as_ref().trim_end();
         if line.is_empty() {
@@ -134,8 +140,9 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
             .filter(|f| !f.is_empty())
             .collect();
         seen.clear();
-        for (depth, frame) in frames.iter().enumerate() {
-            let (name, file, line_no) = split_frame(frame);
+        let split: Vec<Frame> = frames.iter().map(|f| split_frame(f)).collect();
+        call_sites.add(&split, count);
+        for (depth, &(name, file, line_no)) in split.iter().enumerate() {
             let key = (name.to_string(), file.map(str::to_string));
             let top = depth + 1 == frames.len();
             let acc = functions.entry(key.clone()).or_default();
@@ -219,6 +226,7 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
             by_total: all,
             lines: line_rows,
             sample_period_s: None,
+            call_sites: call_sites.finish(total),
         },
         diagnostics,
     }

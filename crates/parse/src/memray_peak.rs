@@ -38,6 +38,16 @@ struct Sum {
 
 /// Parse the CSV; `own(file)` says whether a file is the program's own code.
 pub fn parse(input: &str, own: impl Fn(&str) -> bool) -> Parsed<Vec<PeakSite>> {
+    parse_at_least(input, own, 0)
+}
+
+/// The same, counting only rows whose allocations average at least
+/// `min_bytes_per_allocation` (the large buffers among memray's temporary allocations).
+pub fn parse_at_least(
+    input: &str,
+    own: impl Fn(&str) -> bool,
+    min_bytes_per_allocation: u64,
+) -> Parsed<Vec<PeakSite>> {
     let mut diagnostics = Vec::new();
     let mut sums: HashMap<(String, String, Option<u32>), Sum> = HashMap::new();
     let mut reader = csv::ReaderBuilder::new()
@@ -70,6 +80,9 @@ pub fn parse(input: &str, own: impl Fn(&str) -> bool) -> Parsed<Vec<PeakSite>> {
             diagnostics.push(Diag::at(line_no, "row without a size or count"));
             continue;
         };
+        if size < min_bytes_per_allocation.saturating_mul(allocations) {
+            continue;
+        }
         let frames: Vec<Frame> = record
             .get(stack_at)
             .unwrap_or("")

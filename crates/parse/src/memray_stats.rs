@@ -94,6 +94,7 @@ pub fn parse(input: &str) -> Parsed<AllocationProfile> {
                 traces_python_allocators: raw.metadata.trace_python_allocators,
                 // From `memray transform csv` (`memray_peak`), read beside.
                 at_peak: Vec::new(),
+                short_lived_large: Vec::new(),
             },
             diagnostics: Vec::new(),
         },

@@ -205,6 +205,7 @@ pub fn stacks(p: &LineUsageProfile) -> StackProfile {
         by_self,
         lines,
         sample_period_s: (p.elapsed_s > 0.0).then(|| p.elapsed_s / UNITS),
+        call_sites: Vec::new(),
     }
 }
 
@@ -261,6 +262,8 @@ pub fn allocations(p: &LineUsageProfile) -> Option<AllocationProfile> {
         // Scalene's per-line peak is the footprint reached while the line ran, not what the
         // line holds (float: two lines each "peak" at the whole 15.3 MiB; BENCHMARKS.md).
         at_peak: Vec::new(),
+        // Scalene samples net growth, not allocations and their frees.
+        short_lived_large: Vec::new(),
     })
 }
 

@@ -210,7 +210,7 @@ fn strace_c_fixtures() {
 fn folded_fixtures() {
     assert_eq!(
         snapshot_all("folded", system_profile_parse::folded::parse),
-        1
+        2
     );
     let p =
         system_profile_parse::folded::parse(&fixture("folded", "py-spy-raw-python-hot-loop")).value;
@@ -228,6 +228,44 @@ fn folded_fixtures() {
     };
     assert_eq!(script_total("main"), script_total("<module>"));
     assert_eq!(script_total("main"), Some(p.by_total[0].total_samples));
+}
+
+/// The standard library's JSON encoder is charged to the benchmark's own call of it, the line
+/// its source has and cProfile's callers name; pyperf's frames between the program's `main`
+/// and that function do not hide it.
+#[test]
+fn a_library_hotspot_is_charged_to_the_line_of_the_program_that_calls_it() {
+    use system_profile_model::metrics::CallVia;
+    let p = system_profile_parse::folded::parse(&fixture("folded", "py-spy-raw-json-dumps")).value;
+    let top = &p.call_sites[0];
+    assert_eq!(
+        (top.function.as_str(), top.file.as_str(), top.line, top.via),
+        (
+            "bench_json_dumps",
+            "/tmp/jd/json_dumps.py",
+            Some(22),
+            CallVia::Call
+        ),
+        "{:?}",
+        p.call_sites
+    );
+    assert_eq!(top.library_function, "JSONEncoder.iterencode");
+    let through_line_22: f64 = p
+        .call_sites
+        .iter()
+        .filter(|c| c.function == "bench_json_dumps" && c.line == Some(22))
+        .map(|c| c.percent)
+        .sum();
+    // cProfile: 90.9% of the time is under `dumps`; the encoder's own samples are most of it.
+    assert!(
+        (80.0..=100.0).contains(&through_line_22),
+        "{through_line_22}"
+    );
+    // pyperf is library code: none of its frames is taken for the program's.
+    assert!(p
+        .call_sites
+        .iter()
+        .all(|c| !c.file.contains("site-packages")));
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! each delta judged against the run-to-run noise of repeats. It does no profiling itself.
 
 mod baseline;
+mod call_paths;
 mod charts;
 mod compare;
 mod cpu_table;

@@ -1,7 +1,10 @@
 //! The report as Markdown, in English or Japanese: headings and sentences translated; numbers,
 //! names, paths and code left as they are.
 
+mod hotspots;
+
 use crate::fmt::{bytes, bytes_f, cell, gbps, num, pct, rate, secs, tr, us};
+use hotspots::hotspots;
 use system_profile_model::instrument::{ChangeState, ChangeType};
 use system_profile_model::report::{Confidence, Lang, Report, Source};
 
@@ -678,83 +681,6 @@ fn gpu(md: &mut String, report: &Report) {
         "SM and memory utilisation are NVML's shares of time with a kernel (or a memory access) running, not of throughput. Memory bandwidth: device-to-device copies (read + write) against the datasheet peak.\n\n",
         "SM・メモリ使用率は NVML による「カーネル（メモリアクセス）が動いていた時間の割合」で、スループットではない。メモリ帯域: デバイス内コピー（読み + 書き）をデータシートのピークと比較。\n\n",
     ));
-}
-
-fn hotspots(md: &mut String, report: &Report) {
-    let lang = report.lang;
-    if !open_section(md, report, "hotspots") {
-        return;
-    }
-    let Some(t) = &report.hotspots else {
-        return;
-    };
-    let rows: Vec<Vec<String>> = t
-        .rows
-        .iter()
-        .map(|h| {
-            let place = match (&h.file, h.line) {
-                (Some(f), Some(l)) => code(&format!("{f}:{l}")),
-                (Some(f), None) => code(f),
-                _ => "—".into(),
-            };
-            let tools = h
-                .evidence
-                .iter()
-                .map(|e| match (e.self_percent, e.hot_line, e.hot_line_percent) {
-                    (Some(s), _, _) => format!("{} {} ({})", e.tool, pct(s), e.source.run_id),
-                    (None, Some(line), Some(l)) => format!(
-                        "{} {} {line}: {} ({})",
-                        e.tool,
-                        tr(lang, "line", "行"),
-                        pct(l),
-                        e.source.run_id
-                    ),
-                    _ => format!("{} ({})", e.tool, e.source.run_id),
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            vec![
-                code(&h.function),
-                place,
-                h.kind.clone(),
-                pct(h.self_percent),
-                pct(h.total_percent),
-                tools,
-            ]
-        })
-        .collect();
-    table(
-        md,
-        &heads(
-            lang,
-            &[
-                ("Function", "関数"),
-                ("Where", "場所"),
-                ("Kind", "種類"),
-                ("Self", "自身"),
-                ("Total", "合計"),
-                ("Seen by (self share)", "検出したツール（自身の割合）"),
-            ],
-        ),
-        &rows,
-    );
-    md.push_str(&tr(
-        lang,
-        "Self: samples with the function on top of the stack; total: anywhere on it. GPU kernels: share of GPU kernel time.\n\n",
-        "自身: 関数がスタックの先頭にあったサンプルの割合。合計: スタックのどこかにあった割合。GPU カーネル: カーネル時間に占める割合。\n\n",
-    ));
-    for f in &t.flame_graphs {
-        md.push_str(&format!(
-            "- {} ({}): [{}]({})\n",
-            tr(lang, "Flame graph", "フレームグラフ"),
-            f.run_id,
-            f.path.rsplit('/').next().unwrap_or(&f.path),
-            relative_link(&report.session, &f.path)
-        ));
-    }
-    if !t.flame_graphs.is_empty() {
-        md.push('\n');
-    }
 }
 
 /// A link from `profile_output/<session>/report.md` to a path relative to the root.

@@ -90,6 +90,27 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
                     via: None,
                 });
             }
+            for t in a
+                .short_lived_large
+                .iter()
+                .filter(|t| !ours(&t.file))
+                .take(SITES_PER_RUN)
+            {
+                rows.push(AllocationSiteRow {
+                    run_id: run.run_id.clone(),
+                    source: cite(run, ArtifactKind::MemrayShortLivedCsv),
+                    tool: run.profiler.id(),
+                    function: Some(t.function.clone()),
+                    file: shown_file(root, &t.file),
+                    line: t.line,
+                    bytes: t.bytes,
+                    count: Some(t.allocations),
+                    share_percent: (a.total_bytes_allocated > 0)
+                        .then(|| t.bytes as f64 / a.total_bytes_allocated as f64 * 100.0),
+                    measure: SiteMeasure::ShortLivedLarge,
+                    via: t.via.clone(),
+                });
+            }
         }
     }
     rows
@@ -213,6 +234,11 @@ pub fn render(md: &mut String, report: &Report) {
         let counts = match r.measure {
             SiteMeasure::LiveAtPeak => tr(lang, "live at the peak", "ピーク時に生存"),
             SiteMeasure::AllocatedOverRun => tr(lang, "allocated over the run", "実行中の確保量"),
+            SiteMeasure::ShortLivedLarge => tr(
+                lang,
+                "large buffers made and freed (≥ 128 KiB each)",
+                "確保してすぐ解放した大きなバッファ（各 128 KiB 以上）",
+            ),
         };
         md.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} |\n",

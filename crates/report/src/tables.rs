@@ -36,6 +36,11 @@ const ALLOCATION_ARTIFACTS: [ArtifactKind; 2] =
 const STACK_ARTIFACTS: [ArtifactKind; 2] = [ArtifactKind::Folded, ArtifactKind::ScaleneJson];
 
 /// A citation of the first of `kinds` the run left.
+/// The artifact a run's stacks were read from.
+pub(crate) fn cite_stacks(run: &RunRecord) -> Source {
+    cite_first(run, &STACK_ARTIFACTS)
+}
+
 fn cite_first(run: &RunRecord, kinds: &[ArtifactKind]) -> Source {
     kinds
         .iter()
@@ -415,7 +420,7 @@ const NATIVE_ROWS_BESIDE_PYTHON: usize = 5;
 
 /// Samples per second of a run's stacks: as the runner recorded it, else (a record written
 /// before it was kept) the rate its argv asked for (`--rate N` for py-spy, `-F N` for perf).
-fn sampling_hz(run: &RunRecord, s: &StackProfile) -> Option<f64> {
+pub(crate) fn sampling_hz(run: &RunRecord, s: &StackProfile) -> Option<f64> {
     if let Some(period_s) = s.sample_period_s.filter(|p| *p > 0.0) {
         return Some(1.0 / period_s);
     }
@@ -471,7 +476,7 @@ fn from_stacks(
 }
 
 /// The same function as two tools name it: equal, or one the other's qualified form.
-fn same_function(a: &str, b: &str) -> bool {
+pub(crate) fn same_function(a: &str, b: &str) -> bool {
     a == b || a.ends_with(&format!(".{b}")) || b.ends_with(&format!(".{a}"))
 }
 
@@ -487,7 +492,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
             seen.extend(from_stacks(
                 root,
                 &tool,
-                &cite_first(run, &STACK_ARTIFACTS),
+                &cite_stacks(run),
                 s,
                 sampling_hz(run, s),
             ));
@@ -592,6 +597,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
                     total_percent: 0.0,
                     self_s: None,
                     self_s_run: None,
+                    called_from: None,
                     evidence: vec![s.evidence],
                 });
                 hot_lines.push(s.hot_line);
@@ -599,13 +605,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
         }
     }
     for (h, hot) in merged.iter_mut().zip(hot_lines) {
-        // Sampling profilers first: they barely slow the target, so their shares are truest.
-        let rank = |tool: &str| match tool {
-            "py_spy_record" => 0,
-            "perf_record" => 1,
-            "cprofile" => 2,
-            _ => 3,
-        };
+        let rank = crate::call_paths::tool_rank;
         let best = h
             .evidence
             .iter()
@@ -631,6 +631,9 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
         });
     }
     merged.truncate(HOTSPOT_ROWS);
+    for h in merged.iter_mut().filter(|h| h.kind != "waiting") {
+        h.called_from = crate::call_paths::called_from(root, session, h);
+    }
     let mut kernels: Vec<Hotspot> = Vec::new();
     let mut add_kernels = |analysis: &system_profile_model::metrics::TraceAnalysis,
                            source: Source| {
@@ -653,6 +656,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
                 total_percent: k.percent,
                 self_s: Some(k.total_us * 1e-6),
                 self_s_run: Some(source.run_id.clone()),
+                called_from: None,
                 evidence: vec![HotspotEvidence {
                     tool: "torch_profiler".into(),
                     source: source.clone(),
@@ -685,6 +689,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
     merged.extend(kernels);
     (!merged.is_empty()).then_some(HotspotTable {
         rows: merged,
+        inclusive: crate::call_paths::inclusive(root, session),
         flame_graphs,
     })
 }

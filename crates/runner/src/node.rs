@@ -305,6 +305,7 @@ pub async fn observe(request: &NodeRequest) -> NodeObservation {
             label: labels.get(&pid).cloned(),
             pid,
             cpu_s: u.map_or(0.0, |u| u.cpu_user_s + u.cpu_sys_s),
+            run_queue_s: u.and_then(|u| u.run_queue_s),
             rss_peak_bytes: u.map_or(0, |u| u.rss_peak_bytes),
             samples,
             comm_percent,

@@ -1,4 +1,4 @@
-//! The truth corpus (`tests/truth/`): thirteen real programs nobody here wrote, each profiled end to
+//! The truth corpus (`tests/truth/`): fifteen real programs nobody here wrote, each profiled end to
 //! end by `system-profile profile`, and its report.json checked against the truth
 //! established without system-profile (`tests/truth/establish.py`, written beside each
 //! scenario): every recommendation is true, the scenario's main truth is among the top two,
@@ -240,6 +240,39 @@ fn judge(report: &Value, truth: &Value) -> Vec<String> {
             ));
         }
     }
+    // A library hotspot is charged to the user's call that the source and cProfile's callers
+    // name.
+    for want in truth["call_sites"].as_array().into_iter().flatten() {
+        let lib = want["library_function"].as_str().unwrap_or("?");
+        let row = report["hotspots"]["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|h| h["function"].as_str().is_some_and(|f| f.contains(lib)));
+        let got = row.map(|h| &h["called_from"]);
+        let ok = got.is_some_and(|c| {
+            c["function"] == want["function"]
+                && c["file"] == want["file"]
+                && c["line"] == want["line"]
+        });
+        if !ok {
+            wrong.push(format!(
+                "`{lib}` is charged to {got:?}, the truth says {want}"
+            ));
+        }
+    }
+    // The user's functions by inclusive time hold what cProfile's cumulative time says.
+    for want in truth["inclusive"].as_array().into_iter().flatten() {
+        let row = report["hotspots"]["inclusive"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["function"] == want["function"] && r["file"] == want["file"]);
+        let min = want["min_percent"].as_f64().unwrap_or(0.0);
+        if !row.is_some_and(|r| r["total_percent"].as_f64().unwrap_or(0.0) >= min) {
+            wrong.push(format!("inclusive row {want} missing or below it: {row:?}"));
+        }
+    }
     // A flat profile: the truth is that no function dominates, so none is advised.
     if let Some(below) = truth["flat_below_percent"].as_f64() {
         let top = report["hotspots"]["rows"]
@@ -368,6 +401,8 @@ scenarios!(
     sqlite_commits,
     process_pool,
     lightning_training,
+    json_dumps,
+    word_language_model,
 );
 
 #[test]

@@ -65,6 +65,10 @@ pub struct RankObservation {
     pub pid: u32,
     /// CPU time over the window (its threads and children included), s.
     pub cpu_s: f64,
+    /// Time runnable but not running over the window, summed over its threads (schedstat):
+    /// off the CPU because the machine was busy, not waiting for the other ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_queue_s: Option<f64>,
     pub rss_peak_bytes: u64,
     /// py-spy's samples of it over the window (0: not sampled).
     pub samples: u64,

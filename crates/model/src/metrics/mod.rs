@@ -251,6 +251,41 @@ pub struct StackProfile {
     /// records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample_period_s: Option<f64>,
+    /// Where the program's own code called into library code, most samples first (at most
+    /// 50): absent where the stacks name no files (perf) or in records written before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_sites: Vec<CallSite>,
+}
+
+/// How the library was reached from a call site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CallVia {
+    /// A call of the program's own code.
+    Call,
+    /// An `import` statement: Python's import machinery is on the stack between (start-up
+    /// work, not work the program asked a library for).
+    Import,
+}
+
+/// Samples whose top frame is library code (a package's, the standard library's, or
+/// native), by the deepest frame of the program's own code on the stack: the call that led
+/// there, and the library function on top.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CallSite {
+    /// The program's frame: its function, its file, and the line it was on (the call).
+    pub function: String,
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The library function on top of those stacks, and its file (none for a native frame).
+    pub library_function: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_file: Option<String>,
+    pub via: CallVia,
+    pub samples: u64,
+    /// Of all samples.
+    pub percent: f64,
 }
 
 /// One frame of a thread's stack (innermost first in `ThreadStack::frames`).
@@ -496,6 +531,31 @@ pub struct AllocationProfile {
     /// footprint reached while the line ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub at_peak: Vec<PeakSite>,
+    /// Large buffers made and freed again soon (memray's temporary allocations, each at least
+    /// `SHORT_LIVED_MIN_BYTES`), by the program's own line that led to them, most bytes first:
+    /// churn that glibc serves with a fresh mmap, page faults and munmap every time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub short_lived_large: Vec<ShortLivedSite>,
+}
+
+/// glibc's default `M_MMAP_THRESHOLD` (128 KiB): a malloc at least this large is served by
+/// its own mmap until glibc raises the threshold dynamically (up to 32 MiB on 64-bit), so a
+/// buffer this size made and freed in a loop can cost page faults every time.
+pub const SHORT_LIVED_MIN_BYTES: u64 = 128 << 10;
+
+/// Short-lived large allocations of one line of the program over a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ShortLivedSite {
+    pub function: String,
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Bytes allocated there and freed soon after, over the run.
+    pub bytes: u64,
+    pub allocations: u64,
+    /// The frame outside the program's own code that made most of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {

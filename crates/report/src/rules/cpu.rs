@@ -2,16 +2,12 @@
 
 use super::*;
 use crate::fmt::{num, pct, secs, tr};
-use system_profile_model::report::{Confidence, CoverageScope, CpuRow};
+use system_profile_model::metrics::CallVia;
+use system_profile_model::report::{Confidence, CoverageScope, CpuRow, Hotspot, ProgramCall};
 use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::{RunRecord, RunTarget};
 
-pub(super) fn user_code(file: &str) -> bool {
-    !file.starts_with('/')
-        && !file.starts_with('<')
-        && !file.contains("site-packages")
-        && !file.contains("dist-packages")
-}
+pub(super) use crate::call_paths::user_code;
 
 pub(super) fn hot_python_function(inputs: &Inputs) -> Vec<Draft> {
     let lang = inputs.lang;
@@ -132,6 +128,138 @@ pub(super) fn hot_python_function(inputs: &Inputs) -> Vec<Draft> {
                 Draft::saves_cpu(h.self_percent * 0.5)
             } else {
                 Draft::saves_time(gain_s, wall)
+            }
+        });
+    }
+    out
+}
+
+/// Library code the user cannot edit, reached mostly through one call of theirs: the advice
+/// is about that call (call it less, batch it, another API), with the library's frames as
+/// evidence. Grouped by call, so a call leading to several library hotspots is one finding.
+pub(super) fn hot_library_call(inputs: &Inputs) -> Vec<Draft> {
+    let lang = inputs.lang;
+    let Some(table) = &inputs.report.hotspots else {
+        return Vec::new();
+    };
+    // (call, its rows' self percent reached through it, each row's share).
+    let mut calls: Vec<(&ProgramCall, Vec<(&Hotspot, f64)>)> = Vec::new();
+    for h in table
+        .rows
+        .iter()
+        .filter(|h| h.kind == "python" || h.kind == "native")
+    {
+        let Some(c) = h.called_from.as_ref().filter(|c| c.via == CallVia::Call) else {
+            continue;
+        };
+        let through = h.self_percent * c.share_percent / 100.0;
+        match calls
+            .iter_mut()
+            .find(|(k, _)| (&k.file, k.line, &k.function) == (&c.file, c.line, &c.function))
+        {
+            Some((_, rows)) => rows.push((h, through)),
+            None => calls.push((c, vec![(h, through)])),
+        }
+    }
+    let mut out = Vec::new();
+    for (call, rows) in calls {
+        // One library function must carry the finding: a driver call (`trainer.fit`,
+        // `app.run`) spreads its time over many small ones, and "call it less" says nothing.
+        let Some(&(lead, lead_percent)) = rows.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
+            continue;
+        };
+        if lead_percent < HOT_FUNCTION_SELF_PERCENT {
+            continue;
+        }
+        let percent: f64 = rows.iter().map(|(_, p)| p).sum();
+        let run = run_of(inputs, &call.run_id);
+        let attached = run.is_some_and(|r| matches!(r.target, RunTarget::Pid { .. }));
+        let wall = run.and_then(|r| unprofiled_wall(inputs, r).map(|(w, _)| w).or(r.wall_s));
+        let spent_s = wall.map(|w| w * percent / 100.0);
+        if spent_s.is_some_and(|s| s < HOT_FUNCTION_MIN_SELF_S) {
+            continue;
+        }
+        let line = call.line.map(|l| format!(":{l}")).unwrap_or_default();
+        let place = format!("{}{line}", call.file);
+        let libs: Vec<String> = rows
+            .iter()
+            .map(|(h, p)| {
+                format!(
+                    "`{}` ({}) {}",
+                    h.function,
+                    h.file.as_deref().unwrap_or("native"),
+                    pct(*p)
+                )
+            })
+            .collect();
+        // Halving the calls (or their size) halves the library time they cause.
+        let gain_percent = percent * 0.5;
+        let saving = match (spent_s.filter(|_| !attached), wall) {
+            (Some(s), Some(w)) => tr(
+                lang,
+                format!(
+                    "; halving that work saves about {} of {}",
+                    secs(s * 0.5),
+                    secs(w)
+                ),
+                format!(
+                    "。その処理を半減すれば {} 中 約 {} の短縮",
+                    secs(w),
+                    secs(s * 0.5)
+                ),
+            ),
+            _ => String::new(),
+        };
+        out.push(Draft {
+            title: tr(
+                lang,
+                format!(
+                    "Make fewer or cheaper calls to `{}` from `{}` ({place})",
+                    lead.function, call.function
+                ),
+                format!(
+                    "{place} の `{}` から `{}` への呼び出しを減らすか軽くする",
+                    call.function, lead.function
+                ),
+            ),
+            action: tr(
+                lang,
+                format!(
+                    "{} of the CPU samples are library code reached through this call of yours{saving}. The library is not yours to edit; the call is: make it less often, on larger batches, or through a faster API. Library frames: {}.",
+                    pct(percent),
+                    libs.join(", ")
+                ),
+                format!(
+                    "CPU サンプルの {} は、この呼び出しから到達したライブラリのコード{saving}。ライブラリは編集できないが呼び出しは変えられる: 回数を減らす、まとめて呼ぶ、より速い API を使う。ライブラリのフレーム: {}。",
+                    pct(percent),
+                    libs.join(", ")
+                ),
+            ),
+            evidence: std::iter::once(format!("hotspots {place} {}", call.function))
+                .chain(rows.iter().map(|(h, _)| {
+                    format!(
+                        "hotspots {} {}",
+                        h.file.as_deref().unwrap_or("native"),
+                        h.function
+                    )
+                }))
+                .collect(),
+            sources: {
+                let all = rows
+                    .iter()
+                    .flat_map(|(h, _)| h.evidence.iter().map(|e| e.source.clone()));
+                let same_run: Vec<Source> =
+                    all.clone().filter(|s| s.run_id == call.run_id).collect();
+                if same_run.is_empty() {
+                    all.collect()
+                } else {
+                    same_run
+                }
+            },
+            confidence: Confidence::Medium,
+            ..match (attached, spent_s) {
+                (false, Some(s)) => Draft::saves_time(s * 0.5, wall),
+                _ => Draft::saves_cpu(gain_percent),
             }
         });
     }

@@ -223,8 +223,8 @@ fn peak_site(
     let tool = run.profiler.id();
     let (how_en, how_ja) = match &site.via {
         Some(via) => (
-            format!(" The library call on that line made them (most in {via}): the call is what to change, not the library: read or decode in pieces (a streaming parser, chunks), keep only the fields used, or drop the input once it is decoded."),
-            format!(" その行のライブラリ呼び出しが確保した（大半は {via}）。変えるのはライブラリではなく呼び出し: 分割して読む・デコードする（ストリーミングパーサ、チャンク）、使う項目だけ残す、デコード後に入力を手放す。"),
+            format!(" The library call on that line made them (most in {via}): the call is what to change, not the library: give it less at once (chunks, a streaming reader, smaller batches), keep only what is used of its result, or drop its input and result as soon as they are used."),
+            format!(" その行のライブラリ呼び出しが確保した（大半は {via}）。変えるのはライブラリではなく呼び出し: 一度に渡す量を減らす（分割、ストリーミング読み込み、小さなバッチ）、結果は使う部分だけ残す、入力と結果は使い終えたらすぐ手放す。"),
         ),
         None => (
             " Stream it (a generator, chunks), use a compact type (NumPy arrays, `array`, `__slots__`), or free it before the next large allocation.".to_string(),

@@ -52,16 +52,24 @@ pub const SYSCALL_MIN_CALLS: u64 = 10_000;
 pub const SYS_SHARE_OF_CPU: f64 = 0.5;
 /// GPU memory imbalance: the fullest device over the emptiest.
 pub const GPU_MEMORY_RATIO: f64 = 1.3;
+/// Large buffers made and freed again: at least this many bytes of them at the program's
+/// lines, in a run whose unprofiled twin spent at least this share of its CPU time in the
+/// kernel with at least this many minor page faults.
+pub const CHURN_MIN_BYTES: u64 = 1 << 30;
+pub const CHURN_SYS_SHARE: f64 = 0.1;
+pub const CHURN_MIN_MINOR_FAULTS: u64 = 100_000;
 /// One allocation site holding this share of the Python heap's peak, and at least this much.
 pub const ALLOC_SITE_SHARE: f64 = 0.25;
 pub const ALLOC_SITE_MIN_BYTES: u64 = 32 << 20;
 
 /// A rule: its id and the check that turns rows into drafts.
+mod churn;
 mod cpu;
 mod gpu;
 mod memory;
 mod ranks;
 
+use churn::*;
 use cpu::*;
 use gpu::*;
 use memory::*;
@@ -161,6 +169,11 @@ pub const RULES: &[Rule] = &[
         about: About::Program,
     },
     Rule {
+        id: "hot_library_call",
+        check: hot_library_call,
+        about: About::Program,
+    },
+    Rule {
         id: "pageable_or_small_copies",
         check: pageable_or_small_copies,
         about: About::Program,
@@ -213,6 +226,11 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "python_allocation_site",
         check: python_allocation_site,
+        about: About::Program,
+    },
+    Rule {
+        id: "large_buffer_churn",
+        check: large_buffer_churn,
         about: About::Program,
     },
     Rule {

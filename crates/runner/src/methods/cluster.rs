@@ -299,7 +299,8 @@ pub(crate) fn unix_s() -> f64 {
 /// The ranks the others waited for, and the largest compute over the smallest. A rank's
 /// compute is its CPU time over the window; a straggler computes at least 10% longer than the
 /// median of the others while they spend a real share of the window (5%) more off the CPU or
-/// in collectives than it does: waiting for it.
+/// in collectives than it does: waiting for it. Time on a run queue is not waiting for a rank
+/// (the machine was busy), so it is not counted as off the CPU.
 pub(crate) fn stragglers(ranks: &[&RankObservation], window_s: f64) -> (Vec<u32>, Option<f64>) {
     if ranks.len() < 2 || window_s <= 0.0 {
         return (Vec::new(), None);
@@ -309,7 +310,7 @@ pub(crate) fn stragglers(ranks: &[&RankObservation], window_s: f64) -> (Vec<u32>
         v[(v.len() - 1) / 2]
     };
     let waiting = |r: &RankObservation| {
-        let off_cpu = (window_s - r.cpu_s).max(0.0);
+        let off_cpu = (window_s - r.cpu_s - r.run_queue_s.unwrap_or(0.0)).max(0.0);
         let in_comm = r.comm_percent.unwrap_or(0.0) / 100.0 * window_s;
         off_cpu.max(in_comm)
     };
@@ -357,5 +358,16 @@ mod tests {
         assert!(stragglers(&[&a, &b], 10.0).0.is_empty());
         // One rank: no comparison.
         assert_eq!(stragglers(&[&a], 10.0), (Vec::new(), None));
+        // A machine so busy that both spend most of the window on a run queue (a Ray
+        // cluster's actors beside CPU hogs): the fast one still waits for the slow one.
+        let busy = |rank: u32, cpu_s: f64, run_queue_s: f64| RankObservation {
+            rank,
+            cpu_s,
+            run_queue_s: Some(run_queue_s),
+            comm_percent: Some(0.0),
+            ..Default::default()
+        };
+        let (fast, slow) = (busy(0, 0.63, 5.0), busy(1, 0.83, 17.0));
+        assert_eq!(stragglers(&[&fast, &slow], 20.0).0, vec![1]);
     }
 }

@@ -2,6 +2,13 @@
 //! peak (`memray transform csv`) summed by the program's own lines.
 
 use crate::*;
+use system_profile_model::metrics::ShortLivedSite;
+
+/// memray's "temporary" allocation: freed before this many other allocations were made. A
+/// training step's activations live through hundreds of allocations of the forward and
+/// backward passes; a thousand still leaves out what a loop keeps (measured on pytorch/examples'
+/// word_language_model: BENCHMARKS.md).
+const SHORT_LIVED_WITHIN_ALLOCATIONS: &str = "1000";
 
 /// `memray run` of a script or module, then `memray stats --json` and a flame graph HTML
 /// (with leaks only when `options.leaks`), all through the target's own interpreter.
@@ -57,7 +64,9 @@ pub(crate) async fn memray(
     flame_argv.push(&capture_s);
     let peak = artifact_path(input, place, ArtifactKind::MemrayPeakCsv);
     let peak_s = peak.to_string_lossy().into_owned();
-    let reports: [(Vec<&str>, &str); 3] = [
+    let short = artifact_path(input, place, ArtifactKind::MemrayShortLivedCsv);
+    let short_s = short.to_string_lossy().into_owned();
+    let reports: [(Vec<&str>, &str); 4] = [
         (
             vec![
                 py.as_str(),
@@ -74,18 +83,17 @@ pub(crate) async fn memray(
         ),
         (flame_argv, "flame graph"),
         (
-            vec![
-                py.as_str(),
-                "-m",
-                "memray",
-                "transform",
-                "csv",
-                "-f",
-                "-o",
-                &peak_s,
-                &capture_s,
-            ],
+            transform(&py, &capture_s, &[], &peak_s),
             "transform csv (what was live at the peak)",
+        ),
+        (
+            transform(
+                &py,
+                &capture_s,
+                &["--temporary-allocation-threshold", SHORT_LIVED_WITHIN_ALLOCATIONS],
+                &short_s,
+            ),
+            "transform csv (short-lived allocations)",
         ),
     ];
     for (report_argv, what) in reports {
@@ -115,12 +123,44 @@ pub(crate) async fn memray(
             .extend(parsed.diagnostics.iter().take(3).map(|d| d.message.clone()));
         a.at_peak = parsed.value;
     }
+    if let (Some(a), true) = (e.metrics.allocations.as_mut(), short.exists()) {
+        let parsed = system_profile_parse::memray_peak::parse_at_least(
+            &read(&short),
+            |file| system_profile_model::metrics::is_program_file(file, &place.cwd),
+            system_profile_model::metrics::SHORT_LIVED_MIN_BYTES,
+        );
+        e.warnings
+            .extend(parsed.diagnostics.iter().take(3).map(|d| d.message.clone()));
+        a.short_lived_large = parsed
+            .value
+            .into_iter()
+            .map(|s| ShortLivedSite {
+                function: s.function,
+                file: s.file,
+                line: s.line,
+                bytes: s.live_bytes,
+                allocations: s.allocations,
+                via: s.via,
+            })
+            .collect();
+    }
     e.artifacts
         .extend(file_artifact(stats, ArtifactKind::MemrayStatsJson));
     e.artifacts
         .extend(file_artifact(flame, ArtifactKind::MemrayFlamegraphHtml));
     e.artifacts
         .extend(file_artifact(peak, ArtifactKind::MemrayPeakCsv));
+    e.artifacts
+        .extend(file_artifact(short, ArtifactKind::MemrayShortLivedCsv));
     explain_exit(&mut e);
     Ok(e)
+}
+
+/// `memray transform csv` of `capture` into `out`, with `which` allocations (the peak's when
+/// empty).
+fn transform<'a>(py: &'a str, capture: &'a str, which: &[&'a str], out: &'a str) -> Vec<&'a str> {
+    let mut argv = vec![py, "-m", "memray", "transform", "csv", "-f"];
+    argv.extend_from_slice(which);
+    argv.extend(["-o", out, capture]);
+    argv
 }

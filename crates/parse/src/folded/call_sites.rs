@@ -1,0 +1,261 @@
+//! Which call of the program's own code led to library work: for a stack whose top frame is
+//! a library's, the deepest frame of the program's own code beneath it. A hotspot in
+//! `json/decoder.py` or torch's autograd is not something the user can edit; the line of
+//! theirs that calls it is.
+
+use std::collections::HashMap;
+use system_profile_model::metrics::{CallSite, CallVia};
+
+/// At most this many call sites are kept, most samples first.
+const CALL_SITES_KEPT: usize = 50;
+
+/// A frame as `split_frame` reads it: function, file, line.
+pub(super) type Frame<'a> = (&'a str, Option<&'a str>, Option<u32>);
+
+/// Code the program's author did not write: an installed package, the standard library
+/// (`…/lib/python3.11/…`), a frozen or generated module (`<frozen runpy>`, `<string>`), or a
+/// frame without a file (native code). Decided on the path alone, so it needs no root.
+pub fn library_file(file: Option<&str>) -> bool {
+    let Some(file) = file else {
+        return true;
+    };
+    file.starts_with('<')
+        || file.contains("/site-packages/")
+        || file.contains("/dist-packages/")
+        || standard_library(file)
+        || entry_point_script(file)
+}
+
+/// An installed command's wrapper (`.venv/bin/gunicorn`, `/usr/bin/black`): pip writes it,
+/// it only calls the package.
+fn entry_point_script(file: &str) -> bool {
+    let path = std::path::Path::new(file);
+    path.extension().is_none()
+        && path
+            .parent()
+            .and_then(|p| p.file_name())
+            .is_some_and(|d| d == "bin")
+}
+
+/// `…/lib/python3.11/…` (or `pypy3.10`): the interpreter's own library folder.
+fn standard_library(file: &str) -> bool {
+    file.match_indices("/lib/py").any(|(at, _)| {
+        let rest = &file[at + "/lib/".len()..];
+        let name_end = rest.find('/').unwrap_or(rest.len());
+        let name = &rest[..name_end];
+        let version = name
+            .strip_prefix("python")
+            .or_else(|| name.strip_prefix("pypy"));
+        name_end < rest.len()
+            && version
+                .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+    })
+}
+
+/// Frames of Python's start-up that run the main module (`python -m x`, `runpy`).
+fn bootstrap(frame: &Frame) -> bool {
+    matches!(frame.1, Some(f) if f == "<frozen runpy>" || f.ends_with("/runpy.py"))
+}
+
+fn import_machinery(frame: &Frame) -> bool {
+    matches!(frame.1, Some(f) if f.starts_with("<frozen importlib")) || frame.0 == "_find_and_load"
+}
+
+/// A call site's identity: the program's function, file and line, the library function on
+/// top and its file, and whether an import led there.
+type SiteKey = (String, String, Option<u32>, String, Option<String>, bool);
+
+/// Call sites summed over stacks.
+#[derive(Default)]
+pub(super) struct CallSites {
+    by_site: HashMap<SiteKey, u64>,
+}
+
+impl CallSites {
+    /// One stack (root first) and its samples. The main module counts as the program's own
+    /// code wherever it lives: `python -m json.tool` runs json/tool.py as the program.
+    pub(super) fn add(&mut self, frames: &[Frame], count: u64) {
+        let Some(top) = frames.last() else {
+            return;
+        };
+        let main_file = frames
+            .iter()
+            .find(|f| !bootstrap(f))
+            .filter(|f| f.0 == "<module>")
+            .and_then(|f| f.1)
+            .filter(|f| !f.starts_with('<'));
+        let program = |f: &Frame| !library_file(f.1) || (f.1.is_some() && f.1 == main_file);
+        if program(top) {
+            return;
+        }
+        let Some(at) = frames.iter().rposition(program) else {
+            return;
+        };
+        let (function, file, line) = frames[at];
+        let importing = frames[at + 1..].iter().any(import_machinery);
+        *self
+            .by_site
+            .entry((
+                function.to_string(),
+                file.unwrap_or_default().to_string(),
+                line,
+                top.0.to_string(),
+                top.1.map(str::to_string),
+                importing,
+            ))
+            .or_default() += count;
+    }
+
+    /// The call sites, most samples first, as shares of `total_samples`.
+    pub(super) fn finish(self, total_samples: u64) -> Vec<CallSite> {
+        let mut out: Vec<CallSite> = self
+            .by_site
+            .into_iter()
+            .map(
+                |((function, file, line, library_function, library_file, importing), samples)| {
+                    CallSite {
+                        function,
+                        file,
+                        line,
+                        library_function,
+                        library_file,
+                        via: if importing {
+                            CallVia::Import
+                        } else {
+                            CallVia::Call
+                        },
+                        samples,
+                        percent: if total_samples > 0 {
+                            samples as f64 * 100.0 / total_samples as f64
+                        } else {
+                            0.0
+                        },
+                    }
+                },
+            )
+            .collect();
+        // Ties broken by place, so the same input always gives the same order.
+        out.sort_by(|a, b| {
+            b.samples.cmp(&a.samples).then_with(|| {
+                (&a.file, a.line, &a.function, &a.library_function).cmp(&(
+                    &b.file,
+                    b.line,
+                    &b.function,
+                    &b.library_function,
+                ))
+            })
+        });
+        out.truncate(CALL_SITES_KEPT);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_files_are_packages_the_standard_library_and_frozen_modules() {
+        for f in [
+            "/usr/lib/python3.11/json/decoder.py",
+            "/root/.pyenv/versions/3.11.9/lib/python3.11/threading.py",
+            "/w/.venv/lib/python3.11/site-packages/torch/autograd/graph.py",
+            "/usr/lib/python3/dist-packages/yaml/__init__.py",
+            "/opt/pypy/lib/pypy3.10/json/encoder.py",
+            "<frozen runpy>",
+            "/w/.venv/bin/gunicorn",
+        ] {
+            assert!(library_file(Some(f)), "{f}");
+        }
+        for f in [
+            "train.py",
+            "/home/me/lib/python_tools/x.py",
+            "/home/me/lib/python3.11",
+            "/srv/app/library.py",
+        ] {
+            assert!(!library_file(Some(f)), "{f}");
+        }
+        assert!(library_file(None));
+    }
+
+    fn site(frames: &[Frame], count: u64) -> Vec<CallSite> {
+        let mut s = CallSites::default();
+        s.add(frames, count);
+        s.finish(count)
+    }
+
+    #[test]
+    fn a_library_top_is_charged_to_the_deepest_frame_of_the_program() {
+        let lib = Some("/v/lib/python3.11/site-packages/torch/autograd/graph.py");
+        let sites = site(
+            &[
+                ("<module>", Some("train.py"), Some(90)),
+                ("train", Some("train.py"), Some(61)),
+                (
+                    "backward",
+                    Some("/v/lib/python3.11/site-packages/torch/_tensor.py"),
+                    Some(5),
+                ),
+                ("_engine_run_backward", lib, Some(8)),
+            ],
+            7,
+        );
+        assert_eq!(sites.len(), 1);
+        let s = &sites[0];
+        assert_eq!(
+            (s.function.as_str(), s.file.as_str(), s.line),
+            ("train", "train.py", Some(61))
+        );
+        assert_eq!(
+            (s.library_function.as_str(), s.library_file.as_deref()),
+            ("_engine_run_backward", lib)
+        );
+        assert_eq!((s.via, s.samples), (CallVia::Call, 7));
+        // The program's own code on top is not a call into a library.
+        assert!(site(&[("f", Some("a.py"), Some(1))], 1).is_empty());
+        // No frame of the program at all (a thread of a library): nothing to charge.
+        assert!(site(
+            &[("run", Some("/usr/lib/python3.11/threading.py"), Some(1))],
+            1
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn the_main_module_is_the_program_and_imports_are_told_apart() {
+        let json = "/usr/lib/python3.11/json";
+        let tool = format!("{json}/tool.py");
+        let decoder = format!("{json}/decoder.py");
+        let sites = site(
+            &[
+                ("_run_module_as_main", Some("<frozen runpy>"), Some(198)),
+                ("_run_code", Some("<frozen runpy>"), Some(88)),
+                ("<module>", Some(&tool), Some(89)),
+                ("main", Some(&tool), Some(66)),
+                ("raw_decode", Some(&decoder), Some(353)),
+            ],
+            3,
+        );
+        assert_eq!(
+            (sites[0].function.as_str(), sites[0].line),
+            ("main", Some(66))
+        );
+        let sites = site(
+            &[
+                ("<module>", Some("boring.py"), Some(3)),
+                (
+                    "_find_and_load",
+                    Some("<frozen importlib._bootstrap>"),
+                    Some(1176),
+                ),
+                (
+                    "<module>",
+                    Some("/v/lib/python3.11/site-packages/torch/__init__.py"),
+                    Some(9),
+                ),
+            ],
+            2,
+        );
+        assert_eq!(sites[0].via, CallVia::Import);
+    }
+}

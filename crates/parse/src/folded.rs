@@ -5,8 +5,6 @@
 
 mod call_sites;
 
-pub use call_sites::library_file;
-
 use crate::Format;
 use call_sites::{CallSites, Frame};
 use std::collections::HashMap;

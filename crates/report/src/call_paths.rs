@@ -16,7 +16,7 @@ const INCLUSIVE_MIN_PERCENT: f64 = 5.0;
 /// a path outside the root, and not a library's (a package, the standard library, an
 /// installed command's wrapper) even when a virtual environment sits under the root.
 pub(crate) fn user_code(shown: &str) -> bool {
-    !shown.starts_with('/') && !system_profile_parse::folded::library_file(Some(shown))
+    !shown.starts_with('/') && !system_profile_model::metrics::library_file(Some(shown))
 }
 
 /// Sampling tools first: they barely slow the program, so their shares are truest.
@@ -29,9 +29,12 @@ pub(crate) fn tool_rank(tool: &str) -> u8 {
     }
 }
 
+/// A run and the stacks it sampled.
+pub(crate) type StackRun<'a> = (&'a RunRecord, &'a StackProfile);
+
 /// The runs with stacks that name files, the truest first.
-fn stack_runs(session: &Session) -> Vec<(&RunRecord, &StackProfile)> {
-    let mut runs: Vec<(&RunRecord, &StackProfile)> = session
+pub(crate) fn stack_runs(session: &Session) -> Vec<StackRun<'_>> {
+    let mut runs: Vec<StackRun> = session
         .runs
         .iter()
         .filter_map(|r| Some((r, r.metrics.stacks.as_ref()?)))
@@ -47,10 +50,11 @@ fn stack_runs(session: &Session) -> Vec<(&RunRecord, &StackProfile)> {
 }
 
 /// The user's call that most of a library row's own samples came through, from the truest
-/// run that saw the row; none for the user's own code or where no user frame was beneath.
+/// run that saw the row (`runs`: `stack_runs`); none for the user's own code or where no user
+/// frame was beneath.
 pub(crate) fn called_from(
     root: &std::path::Path,
-    session: &Session,
+    runs: &[StackRun],
     row: &Hotspot,
 ) -> Option<ProgramCall> {
     let file = row.file.as_deref();
@@ -61,7 +65,7 @@ pub(crate) fn called_from(
         crate::tables::same_function(function, &row.function)
             && lib_file.map(|f| shown_file(root, f)).as_deref() == file
     };
-    for (run, stacks) in stack_runs(session) {
+    for &(run, stacks) in runs {
         let through: Vec<_> = stacks
             .call_sites
             .iter()
@@ -96,8 +100,8 @@ pub(crate) fn called_from(
 
 /// The user's functions by inclusive time from the truest sampling run (module bodies left
 /// out: they hold the whole run).
-pub(crate) fn inclusive(root: &std::path::Path, session: &Session) -> Vec<InclusiveRow> {
-    let Some((run, stacks)) = stack_runs(session).into_iter().next() else {
+pub(crate) fn inclusive(root: &std::path::Path, runs: &[StackRun]) -> Vec<InclusiveRow> {
+    let Some(&(run, stacks)) = runs.first() else {
         return Vec::new();
     };
     let hz = sampling_hz(run, stacks);

@@ -87,6 +87,14 @@ pub fn gbps(v: f64) -> String {
 }
 
 /// English or Japanese.
+/// A place in the code: `file:line`, or the file alone.
+pub fn at(file: &str, line: Option<u32>) -> String {
+    match line {
+        Some(l) => format!("{file}:{l}"),
+        None => file.to_string(),
+    }
+}
+
 pub fn tr(lang: Lang, en: impl Into<String>, ja: impl Into<String>) -> String {
     match lang {
         Lang::En => en.into(),

@@ -35,12 +35,12 @@ const ALLOCATION_ARTIFACTS: [ArtifactKind; 2] =
 /// perf, pyinstrument), Scalene's profile.
 const STACK_ARTIFACTS: [ArtifactKind; 2] = [ArtifactKind::Folded, ArtifactKind::ScaleneJson];
 
-/// A citation of the first of `kinds` the run left.
 /// The artifact a run's stacks were read from.
 pub(crate) fn cite_stacks(run: &RunRecord) -> Source {
     cite_first(run, &STACK_ARTIFACTS)
 }
 
+/// A citation of the first of `kinds` the run left.
 fn cite_first(run: &RunRecord, kinds: &[ArtifactKind]) -> Source {
     kinds
         .iter()
@@ -631,8 +631,9 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
         });
     }
     merged.truncate(HOTSPOT_ROWS);
+    let stack_runs = crate::call_paths::stack_runs(session);
     for h in merged.iter_mut().filter(|h| h.kind != "waiting") {
-        h.called_from = crate::call_paths::called_from(root, session, h);
+        h.called_from = crate::call_paths::called_from(root, &stack_runs, h);
     }
     let mut kernels: Vec<Hotspot> = Vec::new();
     let mut add_kernels = |analysis: &system_profile_model::metrics::TraceAnalysis,
@@ -689,7 +690,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
     merged.extend(kernels);
     (!merged.is_empty()).then_some(HotspotTable {
         rows: merged,
-        inclusive: crate::call_paths::inclusive(root, session),
+        inclusive: crate::call_paths::inclusive(root, &stack_runs),
         flame_graphs,
     })
 }

@@ -8,10 +8,12 @@ use serde::{Deserialize, Serialize};
 pub mod cluster;
 mod gpu;
 mod interconnect;
+mod own_code;
 mod trace;
 
 pub use gpu::*;
 pub use interconnect::*;
+pub use own_code::{is_program_file, library_file};
 pub use trace::*;
 
 /// What `/usr/bin/time -v` reports for one command.
@@ -533,7 +535,7 @@ pub struct AllocationProfile {
     pub at_peak: Vec<PeakSite>,
     /// Large buffers made and freed again soon (memray's temporary allocations, each at least
     /// `SHORT_LIVED_MIN_BYTES`), by the program's own line that led to them, most bytes first:
-    /// churn that glibc serves with a fresh mmap, page faults and munmap every time.
+    /// churn that can cost a fresh mapping (or a trimmed heap) and page faults each time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub short_lived_large: Vec<ShortLivedSite>,
 }
@@ -560,16 +562,6 @@ pub struct ShortLivedSite {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-/// Whether a file a profiler names is the program's own code, for a program run in `cwd`: under
-/// it (or relative, as a script run by a relative path is named) and outside installed
-/// packages, not the interpreter's frozen modules (`<frozen runpy>`).
-pub fn is_program_file(file: &str, cwd: &std::path::Path) -> bool {
-    let path = std::path::Path::new(file);
-    (path.starts_with(cwd) || (path.is_relative() && !file.starts_with('<')))
-        && !file.contains("site-packages")
-        && !file.contains("dist-packages")
 }
 
 /// Memory live at the peak that one line of the program allocated: its own allocations and

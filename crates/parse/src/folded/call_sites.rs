@@ -4,53 +4,13 @@
 //! theirs that calls it is.
 
 use std::collections::HashMap;
-use system_profile_model::metrics::{CallSite, CallVia};
+use system_profile_model::metrics::{library_file, CallSite, CallVia};
 
 /// At most this many call sites are kept, most samples first.
 const CALL_SITES_KEPT: usize = 50;
 
 /// A frame as `split_frame` reads it: function, file, line.
 pub(super) type Frame<'a> = (&'a str, Option<&'a str>, Option<u32>);
-
-/// Code the program's author did not write: an installed package, the standard library
-/// (`…/lib/python3.11/…`), a frozen or generated module (`<frozen runpy>`, `<string>`), or a
-/// frame without a file (native code). Decided on the path alone, so it needs no root.
-pub fn library_file(file: Option<&str>) -> bool {
-    let Some(file) = file else {
-        return true;
-    };
-    file.starts_with('<')
-        || file.contains("/site-packages/")
-        || file.contains("/dist-packages/")
-        || standard_library(file)
-        || entry_point_script(file)
-}
-
-/// An installed command's wrapper (`.venv/bin/gunicorn`, `/usr/bin/black`): pip writes it,
-/// it only calls the package.
-fn entry_point_script(file: &str) -> bool {
-    let path = std::path::Path::new(file);
-    path.extension().is_none()
-        && path
-            .parent()
-            .and_then(|p| p.file_name())
-            .is_some_and(|d| d == "bin")
-}
-
-/// `…/lib/python3.11/…` (or `pypy3.10`): the interpreter's own library folder.
-fn standard_library(file: &str) -> bool {
-    file.match_indices("/lib/py").any(|(at, _)| {
-        let rest = &file[at + "/lib/".len()..];
-        let name_end = rest.find('/').unwrap_or(rest.len());
-        let name = &rest[..name_end];
-        let version = name
-            .strip_prefix("python")
-            .or_else(|| name.strip_prefix("pypy"));
-        name_end < rest.len()
-            && version
-                .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.'))
-    })
-}
 
 /// Frames of Python's start-up that run the main module (`python -m x`, `runpy`).
 fn bootstrap(frame: &Frame) -> bool {
@@ -153,30 +113,6 @@ impl CallSites {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn library_files_are_packages_the_standard_library_and_frozen_modules() {
-        for f in [
-            "/usr/lib/python3.11/json/decoder.py",
-            "/root/.pyenv/versions/3.11.9/lib/python3.11/threading.py",
-            "/w/.venv/lib/python3.11/site-packages/torch/autograd/graph.py",
-            "/usr/lib/python3/dist-packages/yaml/__init__.py",
-            "/opt/pypy/lib/pypy3.10/json/encoder.py",
-            "<frozen runpy>",
-            "/w/.venv/bin/gunicorn",
-        ] {
-            assert!(library_file(Some(f)), "{f}");
-        }
-        for f in [
-            "train.py",
-            "/home/me/lib/python_tools/x.py",
-            "/home/me/lib/python3.11",
-            "/srv/app/library.py",
-        ] {
-            assert!(!library_file(Some(f)), "{f}");
-        }
-        assert!(library_file(None));
-    }
 
     fn site(frames: &[Frame], count: u64) -> Vec<CallSite> {
         let mut s = CallSites::default();

@@ -17,10 +17,9 @@ pub(super) fn hotspots(md: &mut String, report: &Report) {
         .rows
         .iter()
         .map(|h| {
-            let place = match (&h.file, h.line) {
-                (Some(f), Some(l)) => code(&format!("{f}:{l}")),
-                (Some(f), None) => code(f),
-                _ => "—".into(),
+            let place = match &h.file {
+                Some(f) => code(&crate::fmt::at(f, h.line)),
+                None => "—".into(),
             };
             let tools = h
                 .evidence
@@ -42,10 +41,7 @@ pub(super) fn hotspots(md: &mut String, report: &Report) {
                 Some(c) => format!(
                     "{} {}{} ({})",
                     code(&c.function),
-                    code(&match c.line {
-                        Some(l) => format!("{}:{l}", c.file),
-                        None => c.file.clone(),
-                    }),
+                    code(&crate::fmt::at(&c.file, c.line)),
                     match c.via {
                         CallVia::Import => tr(lang, ", an import", "、import"),
                         CallVia::Call => String::new(),
@@ -122,10 +118,7 @@ fn inclusive(md: &mut String, lang: Lang, rows: &[InclusiveRow]) {
         .map(|r| {
             vec![
                 code(&r.function),
-                code(&match r.line {
-                    Some(l) => format!("{}:{l}", r.file),
-                    None => r.file.clone(),
-                }),
+                code(&crate::fmt::at(&r.file, r.line)),
                 pct(r.self_percent),
                 pct(r.total_percent),
                 r.total_s.map(secs).unwrap_or_else(|| "—".into()),

@@ -1,6 +1,6 @@
 //! Large buffers made and freed in a loop, and what they cost the kernel: glibc serves a
-//! malloc above its mmap threshold with a fresh mapping, the first touch of every page is a
-//! page fault, and free unmaps it again. The allocation profile names the line; the run
+//! malloc above its mmap threshold with a fresh mapping that free unmaps (and trims the heap's
+//! top above its trim threshold), so the first touch of every page is a page fault again. The allocation profile names the line; the run
 //! without a profiler says what it cost (system time, minor faults). Neither alone is a
 //! finding: churn that costs nothing is not worth a change, and system time may be I/O.
 
@@ -43,8 +43,7 @@ pub(super) fn large_buffer_churn(inputs: &Inputs) -> Vec<Draft> {
         if cost.sys_share < CHURN_SYS_SHARE || cost.minor_faults < CHURN_MIN_MINOR_FAULTS {
             continue;
         }
-        let line = top.line.map(|l| format!(":{l}")).unwrap_or_default();
-        let place = format!("{top_file}{line}");
+        let place = crate::fmt::at(top_file, top.line);
         let average = top.bytes / top.allocations.max(1);
         let via = top
             .via
@@ -73,7 +72,7 @@ pub(super) fn large_buffer_churn(inputs: &Inputs) -> Vec<Draft> {
             action: tr(
                 lang,
                 format!(
-                    "{} buffers of about {} each were made at {place}{via} and freed soon after ({} in all at the program's lines). Each is above glibc's mmap threshold, so it is mapped, faulted in page by page and unmapped every time: run without a profiler, the program spent {} in the kernel ({} of its CPU time) with {} minor page faults. Keep them: allocate once and reuse (`out=` arguments, in-place operations, a preallocated buffer), or let glibc keep freed memory with `MALLOC_MMAP_THRESHOLD_={threshold}` in the environment (costs resident memory: freed buffers stay mapped). Halving the kernel's time saves about {} of {}.",
+                    "{} buffers of about {} each were made at {place}{via} and freed soon after ({} in all at the program's lines). Buffers this large are served by mmap or given back to the kernel by heap trimming when freed (glibc's thresholds), so memory made and freed in a loop is faulted in again each time: run without a profiler, the program spent {} in the kernel ({} of its CPU time) with {} minor page faults. Keep them: allocate once and reuse (`out=` arguments, in-place operations, a preallocated buffer), or let glibc keep freed memory with `MALLOC_MMAP_THRESHOLD_={threshold}` in the environment (costs resident memory: freed buffers stay mapped). Halving the kernel's time saves about {} of {}.",
                     num(top.allocations),
                     bytes(average),
                     bytes(churn_bytes),
@@ -84,7 +83,7 @@ pub(super) fn large_buffer_churn(inputs: &Inputs) -> Vec<Draft> {
                     secs(wall_s)
                 ),
                 format!(
-                    "{place} で約 {} のバッファが {} 個確保され{via}、すぐ解放された（プログラムの行で計 {}）。いずれも glibc の mmap 閾値を超えるため、毎回マップされ、ページごとにフォールトし、アンマップされる: プロファイラなしの実行でカーネル時間 {}（CPU 時間の {}）、マイナーページフォールト {} 回。バッファを保持する: 一度確保して再利用する（`out=` 引数、インプレース演算、事前確保）、または環境変数 `MALLOC_MMAP_THRESHOLD_={threshold}` で glibc に解放済みメモリを保持させる（常駐メモリが増える）。カーネル時間の半減で {} 中 約 {} の短縮。",
+                    "{place} で約 {} のバッファが {} 個確保され{via}、すぐ解放された（プログラムの行で計 {}）。この大きさのバッファは mmap で確保されるか、解放時にヒープのトリムでカーネルに返される（glibc の閾値）ため、ループで確保と解放を繰り返すと毎回ページフォールトが起きる: プロファイラなしの実行でカーネル時間 {}（CPU 時間の {}）、マイナーページフォールト {} 回。バッファを保持する: 一度確保して再利用する（`out=` 引数、インプレース演算、事前確保）、または環境変数 `MALLOC_MMAP_THRESHOLD_={threshold}` で glibc に解放済みメモリを保持させる（常駐メモリが増える）。カーネル時間の半減で {} 中 約 {} の短縮。",
                     bytes(average),
                     num(top.allocations),
                     bytes(churn_bytes),

@@ -179,8 +179,7 @@ pub(super) fn hot_library_call(inputs: &Inputs) -> Vec<Draft> {
         if spent_s.is_some_and(|s| s < HOT_FUNCTION_MIN_SELF_S) {
             continue;
         }
-        let line = call.line.map(|l| format!(":{l}")).unwrap_or_default();
-        let place = format!("{}{line}", call.file);
+        let place = crate::fmt::at(&call.file, call.line);
         let libs: Vec<String> = rows
             .iter()
             .map(|(h, p)| {

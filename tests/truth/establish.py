@@ -2,6 +2,10 @@
 findings, and write them beside the scenario (`truth.observed.json`).
 
     .venv/bin/python tests/truth/establish.py [scenario ...]
+    .venv/bin/python tests/truth/establish.py --only torch_key_averages word_language_model
+
+`--only KEY` measures one figure and keeps the rest of the file as it is (a new check on a
+scenario whose other figures the truth's `how` already cites).
 
 The methods are independent of the one under test:
 - `/usr/bin/time -v` (getrusage of the command and its children): wall, user, sys, voluntary
@@ -10,6 +14,10 @@ The methods are independent of the one under test:
 - py-spy with `--gil` at 1 kHz over the whole run (a service: 20 s): only samples holding the
   GIL, which is Python code running, never a thread blocked in a call that releases it.
 - cProfile's exact call counts and own times (a started command only).
+- torch.profiler's own operator table (`key_averages`, by operator and by input shape), made
+  in the profiled process by torch (`torch_table` in the scenario).
+- A clock around the functions that make the program's phases (`phases`), tracemalloc's
+  snapshot when one of them is first called (`live_at`), memray's own `stats` (`memray_stats`).
 Peers, side by side: py-spy's default record (100 Hz, idle threads left out by py-spy's own
 heuristics) and Scalene (`scalene run --cpu-only`, its JSON; it starts its program, so not a service).
 """
@@ -53,6 +61,9 @@ def prepare(sc, scratch):
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
         else:
             shutil.copy(src, dst)
+    # Inputs too large to keep in the repository, written the same on every run.
+    if "setup" in sc:
+        subprocess.run(subst(sc["setup"]), cwd=scratch, check=True)
 
 
 def subst(argv, port=None):
@@ -156,6 +167,116 @@ def cprofile_calls_into(argv, cwd, callee):
     return sorted(out, key=lambda c: -c["cum_s"])
 
 
+TORCH_TABLE = r"""
+import json, os, runpy, sys
+import torch
+from torch.profiler import ProfilerActivity, profile
+out, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.argv = [script] + args
+sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+    runpy.run_path(script, run_name="__main__")
+def rows(averages, n):
+    total = sum(e.self_cpu_time_total for e in averages) or 1
+    top = sorted(averages, key=lambda e: -e.self_cpu_time_total)[:n]
+    return [{"name": e.key, "calls": e.count, "self_us": round(e.self_cpu_time_total, 1),
+             "self_percent": round(100 * e.self_cpu_time_total / total, 1),
+             "input_shapes": str(e.input_shapes) if e.input_shapes else None} for e in top]
+with open(out, "w") as f:
+    json.dump({"by_operator": rows(prof.key_averages(), 8),
+               "by_operator_and_shape": rows(prof.key_averages(group_by_input_shape=True), 8),
+               "table": prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8)}, f)
+"""
+
+
+def torch_key_averages(argv, cwd):
+    """torch.profiler's own operator table for the program (its `key_averages`, by operator and
+    by operator and input shape), written by torch in the profiled process: no part of
+    system-profile reads or runs it."""
+    out = cwd / "key_averages.json"
+    subprocess.run([argv[0], "-c", TORCH_TABLE, str(out)] + argv[1:], cwd=cwd, capture_output=True)
+    return json.loads(out.read_text()) if out.exists() else None
+
+
+PHASES = r"""
+import importlib, json, os, runpy, sys, time, tracemalloc
+out, names, snapshot_at = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
+target = sys.argv[4:]
+spent = {n: 0.0 for n in names}
+state = {"snapshot": None}
+def timed(name, fn):
+    def wrapper(*a, **kw):
+        if name == snapshot_at and tracemalloc.is_tracing() and state["snapshot"] is None:
+            snap = tracemalloc.take_snapshot()
+            state["snapshot"] = [{"file": os.path.basename(s.traceback[0].filename), "line": s.traceback[0].lineno,
+                                  "bytes": s.size, "blocks": s.count} for s in snap.statistics("lineno")[:3]]
+        t = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            spent[name] += time.perf_counter() - t
+    return wrapper
+for n in names:
+    mod, attr = n.rsplit(".", 1)
+    m = importlib.import_module(mod)
+    setattr(m, attr, timed(n, getattr(m, attr)))
+if snapshot_at:
+    tracemalloc.start()
+t0 = time.perf_counter()
+sys.argv = target[1:] if target[0] == "-m" else target
+try:
+    if target[0] == "-m":
+        runpy.run_module(target[1], run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(target[0], run_name="__main__")
+except SystemExit:
+    pass
+wall = time.perf_counter() - t0
+with open(out, "w") as f:
+    json.dump({"wall_s": wall, "phases_s": spent, "snapshot": state["snapshot"]}, f)
+"""
+
+
+def timed_phases(argv, cwd, names, rounds=3):
+    """The program's phases timed by a clock around the functions that make them (`phases` in
+    the scenario, wrapped in the program's process; no profiler), medians of `rounds` runs, each
+    as seconds and as a share of the wall time."""
+    import statistics
+    out = cwd / "phases.json"
+    runs = []
+    for _ in range(rounds):
+        subprocess.run([argv[0], "-c", PHASES, str(out), ",".join(names), ""] + argv[1:], cwd=cwd,
+                       capture_output=True)
+        runs.append(json.loads(out.read_text()))
+    wall = statistics.median(r["wall_s"] for r in runs)
+    phases = {n: statistics.median(r["phases_s"][n] for r in runs) for n in names}
+    return {"rounds": rounds, "wall_s": round(wall, 3),
+            "phases": {n: {"s": round(v, 3), "percent": round(100 * v / wall, 1)} for n, v in phases.items()}}
+
+
+def tracemalloc_live_at(argv, cwd, name):
+    """What Python held when `name` was first called (tracemalloc's snapshot there, the lines
+    that allocated it): for a program whose peak is its loaded input, the peak's sites."""
+    out = cwd / "snapshot.json"
+    subprocess.run([argv[0], "-c", PHASES, str(out), name, name] + argv[1:], cwd=cwd, capture_output=True)
+    return json.loads(out.read_text())["snapshot"] if out.exists() else None
+
+
+def memray_stats(argv, cwd):
+    """memray's own statistics (`memray stats --json`) of a run with the same flags ours uses
+    (`--trace-python-allocators`): its top locations by bytes allocated and the peak."""
+    binary, stats = cwd / "truth-memray.bin", cwd / "truth-memray-stats.json"
+    subprocess.run([argv[0], "-m", "memray", "run", "-q", "-f", "--trace-python-allocators", "-o", str(binary)]
+                   + argv[1:], cwd=cwd, capture_output=True)
+    subprocess.run([argv[0], "-m", "memray", "stats", "--json", "-f", "-o", str(stats), str(binary)], cwd=cwd,
+                   capture_output=True)
+    if not stats.exists():
+        return None
+    d = json.loads(stats.read_text())
+    return {"total_bytes_allocated": d["total_bytes_allocated"], "peak_bytes": d["metadata"]["peak_memory"],
+            "top_allocations_by_size": d["top_allocations_by_size"][:3]}
+
+
 def scalene_top(argv, cwd, n=3):
     out = cwd / "scalene.json"
     program = [a for a in argv[1:]]
@@ -172,6 +293,24 @@ def scalene_top(argv, cwd, n=3):
             cpu = fn.get("n_cpu_percent_python", 0) + fn.get("n_cpu_percent_c", 0) + fn.get("n_sys_percent", 0)
             funcs.append({"function": fn.get("line"), "file": os.path.basename(file), "cpu_percent": round(cpu, 1)})
     return sorted(funcs, key=lambda f: -f["cpu_percent"])[:n]
+
+
+ONLY = {"torch_key_averages": torch_key_averages}
+
+
+def establish_one(name, key):
+    """Measure one figure (`ONLY`) of a started command and put it into the existing file."""
+    sc = json.loads((HERE / "scenarios" / name / "scenario.json").read_text())
+    out = HERE / "scenarios" / name / "truth.observed.json"
+    observed = json.loads(out.read_text())
+    scratch = Path(tempfile.mkdtemp(prefix=f"truth-{name}-"))
+    try:
+        prepare(sc, scratch)
+        observed[key] = ONLY[key](subst(sc["command"]), scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    out.write_text(json.dumps(observed, indent=2) + "\n")
+    print(json.dumps(observed[key], indent=1))
 
 
 def establish(name):
@@ -227,6 +366,14 @@ def establish(name):
                 "skipped: " + sc["skip_scalene"] if "skip_scalene" in sc else scalene_top(argv, scratch))
             if "ab_env" in sc:
                 observed["ab"] = ab_runs(argv, scratch, sc["ab_env"])
+            if sc.get("torch_table"):
+                observed["torch_key_averages"] = torch_key_averages(argv, scratch)
+            if "phases" in sc:
+                observed["timed_phases"] = timed_phases(argv, scratch, sc["phases"])
+            if "live_at" in sc:
+                observed["tracemalloc_live_at"] = tracemalloc_live_at(argv, scratch, sc["live_at"])
+            if sc.get("memray_stats"):
+                observed["memray_stats"] = memray_stats(argv, scratch)
     finally:
         for p in reversed(started):
             p.kill()
@@ -238,6 +385,11 @@ def establish(name):
 
 
 if __name__ == "__main__":
-    names = sys.argv[1:] or sorted(p.name for p in (HERE / "scenarios").iterdir())
+    args = sys.argv[1:]
+    if args[:1] == ["--only"]:
+        for n in args[2:]:
+            establish_one(n, args[1])
+        sys.exit(0)
+    names = args or sorted(p.name for p in (HERE / "scenarios").iterdir())
     for n in names:
         establish(n)

@@ -56,6 +56,9 @@ pub enum ArtifactKind {
     // `memray transform csv --temporary-allocation-threshold`: allocations freed soon after
     // they were made (churn), with their stacks.
     MemrayShortLivedCsv,
+    // `memray transform csv --leaks`: the allocations not freed when tracking stopped (asked
+    // for with `leaks`), with their stacks.
+    MemrayLeaksCsv,
     // What the observers on every node of a cluster job saw, gathered.
     NodesJson,
     // tracemalloc's snapshot summary as JSON.

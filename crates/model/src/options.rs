@@ -88,6 +88,52 @@ pub struct ProfilerOptions {
     pub gpus: Vec<u32>,
 }
 
+/// A switch of the profilers asked for by a word of the target (`train.py idle native`): set on
+/// every planned step whose method reads it, over the recipe's own value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AskedOption {
+    /// Keep idle threads' samples (py-spy `--idle`): time blocked in calls, by call.
+    Idle,
+    /// Only samples holding the GIL (py-spy `--gil`): Python code running, not waiting.
+    Gil,
+    /// Native (C/C++) frames (py-spy, memray `--native`): where in an extension time goes.
+    Native,
+    /// Memory not freed at exit (memray's leak view).
+    Leaks,
+}
+
+impl AskedOption {
+    /// The words that ask for each, as typed after the target.
+    pub const WORDS: [(&'static str, AskedOption); 6] = [
+        ("idle", AskedOption::Idle),
+        ("gil", AskedOption::Gil),
+        ("native", AskedOption::Native),
+        ("leak", AskedOption::Leaks),
+        ("leaks", AskedOption::Leaks),
+        ("リーク", AskedOption::Leaks),
+    ];
+
+    pub fn option(self) -> OptionName {
+        match self {
+            AskedOption::Idle => OptionName::Idle,
+            AskedOption::Gil => OptionName::Gil,
+            AskedOption::Native => OptionName::Native,
+            AskedOption::Leaks => OptionName::Leaks,
+        }
+    }
+
+    /// Turn it on in `o`.
+    pub fn set(self, o: &mut ProfilerOptions) {
+        match self {
+            AskedOption::Idle => o.idle = Some(true),
+            AskedOption::Gil => o.gil = Some(true),
+            AskedOption::Native => o.native = Some(true),
+            AskedOption::Leaks => o.leaks = Some(true),
+        }
+    }
+}
+
 /// torch.profiler's schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -225,6 +225,8 @@ pub enum SiteMeasure {
     /// Large buffers (each at least glibc's 128 KiB mmap threshold) made and freed again soon
     /// after, over the run: churn that can cost page faults and system time on every one.
     ShortLivedLarge,
+    /// Still allocated when tracking stopped, at the program's exit (memray's leak view).
+    NotFreedAtExit,
 }
 
 /// The resident memory of one Python process at start, after its leading imports, and at its
@@ -508,6 +510,9 @@ pub struct HotspotEvidence {
     /// Own time in seconds by this tool, where it can say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_s: Option<f64>,
+    /// Calls counted (cProfile's exact count), where the tool counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
 }
 
 /// A function (or a kernel) that holds time, merged across the profilers that saw it.
@@ -727,6 +732,10 @@ pub struct Report {
 pub struct TorchOps {
     pub source: Source,
     pub ops: Vec<crate::metrics::CpuOp>,
+    /// How many times the same command's run without a profiler this traced run took: far
+    /// above torch.profiler's own cost (about 1.1×), the shares are a disturbance's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<f64>,
 }
 
 /// What one `cluster_nodes` run saw on a cluster job's nodes.

@@ -401,7 +401,7 @@ const SPECS: &[MethodSpec] = &[
     spec!(Memray, tool: Some("memray"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [Native, Leaks, PythonAllocators],
         families: &[F::CpuMemory, F::AllocationSites], overhead: High,
         "every allocation is recorded, pymalloc's too unless `python_allocators: false`: raytrace (pyperformance) ran 5.2x its time (capture 8.5 MB for 5 s), 3.1x with arenas only (bench/scalene_memory_vs_memray.py)",
-        artifacts: [(MemrayBin, "memray.bin"), (MemrayStatsJson, "memray-stats.json"), (MemrayFlamegraphHtml, "memray-flamegraph.html"), (MemrayPeakCsv, "memray-peak.csv"), (MemrayShortLivedCsv, "memray-short-lived.csv")], metrics: &["peak_bytes", "total_allocations", "top_allocations_by_size", "top_allocations_by_count", "allocator_distribution", "at_peak", "short_lived_large"]),
+        artifacts: [(MemrayBin, "memray.bin"), (MemrayStatsJson, "memray-stats.json"), (MemrayFlamegraphHtml, "memray-flamegraph.html"), (MemrayPeakCsv, "memray-peak.csv"), (MemrayShortLivedCsv, "memray-short-lived.csv"), (MemrayLeaksCsv, "memray-leaks.csv")], metrics: &["peak_bytes", "total_allocations", "top_allocations_by_size", "top_allocations_by_count", "allocator_distribution", "at_peak", "short_lived_large", "not_freed"]),
     spec!(MemoryProfiler, tool: Some("memory_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: true, options: [Function],
         families: &[F::CpuMemory, F::AllocationSites], overhead: High,
         "10x or more inside the profiled function: RSS read on every line",

@@ -377,6 +377,10 @@ pub struct Target {
     /// Which words gave which focus.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub focus_words: Vec<FocusWord>,
+    /// Profiler switches the words asked for (`idle`, `gil`, `native`, `leaks`): the plan sets
+    /// them on every step whose method reads them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked_options: Vec<crate::options::AskedOption>,
     /// The target could not be resolved to one thing: ask `questions` before profiling.
     pub needs_clarification: bool,
     /// Concrete questions for the user, each answerable in a word or a PID.

@@ -95,6 +95,7 @@ pub fn parse(input: &str) -> Parsed<AllocationProfile> {
                 // From `memray transform csv` (`memray_peak`), read beside.
                 at_peak: Vec::new(),
                 short_lived_large: Vec::new(),
+                not_freed: Vec::new(),
             },
             diagnostics: Vec::new(),
         },

@@ -264,6 +264,7 @@ pub fn allocations(p: &LineUsageProfile) -> Option<AllocationProfile> {
         at_peak: Vec::new(),
         // Scalene samples net growth, not allocations and their frees.
         short_lived_large: Vec::new(),
+        not_freed: Vec::new(),
     })
 }
 

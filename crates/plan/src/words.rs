@@ -1,6 +1,7 @@
 //! The words of `$ARGUMENTS`: shell-like splitting, width folding, and the vocabulary of focus
 //! words and filler in English and Japanese.
 
+use system_profile_model::options::AskedOption;
 use system_profile_model::target::Focus;
 
 /// Fold full-width ASCII (`ＧＰＵ`) to ASCII, ideographic spaces and Japanese punctuation to
@@ -89,6 +90,9 @@ const FOCUS_WORDS: &[(&str, Focus)] = &[
     ("hotspot", Focus::Cpu),
     ("hotspots", Focus::Cpu),
     ("processor", Focus::Cpu),
+    // Asking for py-spy's idle or GIL samples is asking for the stacks.
+    ("idle", Focus::Cpu),
+    ("gil", Focus::Cpu),
     ("プロセッサ", Focus::Cpu),
     ("ホットスポット", Focus::Cpu),
     ("memory", Focus::Memory),
@@ -238,6 +242,16 @@ pub fn focus_of_word(word: &str) -> Vec<Focus> {
         .filter(|(k, _)| *k == w)
         .map(|(_, f)| *f)
         .collect()
+}
+
+/// The profiler switch an ASCII word asks for (`idle`, `gil`, `native`, `leaks`).
+pub fn option_of_word(word: &str) -> Option<AskedOption> {
+    let w = word.to_lowercase();
+    let w = w.trim_matches(|c: char| matches!(c, ',' | '.' | ';' | '!' | '?'));
+    AskedOption::WORDS
+        .iter()
+        .find(|(k, _)| *k == w)
+        .map(|(_, o)| *o)
 }
 
 pub fn is_filler(word: &str) -> bool {

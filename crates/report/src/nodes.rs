@@ -3,7 +3,7 @@
 //! side by side with their hottest functions and the straggler named with its node.
 
 use crate::fmt::{bytes, pct, secs, tr};
-use crate::markdown::{esc, heads, table};
+use crate::markdown::{code, esc, heads, table};
 use crate::session::Session;
 use crate::tables::{cite, measured};
 use system_profile_model::report::{AcrossNodes, Report};
@@ -131,7 +131,7 @@ pub fn render(md: &mut String, report: &Report) {
                         r.comm_percent.map(pct).unwrap_or_else(|| "—".into()),
                         r.top_functions
                             .first()
-                            .map(|f| format!("`{}` {}", esc(&f.function), pct(f.percent)))
+                            .map(|f| format!("{} {}", code(&f.function), pct(f.percent)))
                             .unwrap_or_else(|| "—".into()),
                     ]
                 })

@@ -111,6 +111,27 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
                     via: t.via.clone(),
                 });
             }
+            for t in a
+                .not_freed
+                .iter()
+                .filter(|t| !ours(&t.file))
+                .take(SITES_PER_RUN)
+            {
+                rows.push(AllocationSiteRow {
+                    run_id: run.run_id.clone(),
+                    source: cite(run, ArtifactKind::MemrayLeaksCsv),
+                    tool: run.profiler.id(),
+                    function: Some(t.function.clone()),
+                    file: shown_file(root, &t.file),
+                    line: t.line,
+                    bytes: t.live_bytes,
+                    count: Some(t.allocations),
+                    share_percent: (a.peak_bytes > 0)
+                        .then(|| t.live_bytes as f64 / a.peak_bytes as f64 * 100.0),
+                    measure: SiteMeasure::NotFreedAtExit,
+                    via: t.via.clone(),
+                });
+            }
         }
     }
     rows
@@ -215,19 +236,21 @@ pub fn render(md: &mut String, report: &Report) {
             r.file,
             r.line.map(|l| format!(":{l}")).unwrap_or_default()
         );
+        // Code spans show their text as it is (an entity would print as `&lt;`): `code`
+        // fences them; only what is outside one is escaped.
         let at = match &r.function {
             Some(f) => format!(
-                "`{}` ({})",
-                crate::markdown::esc(f),
+                "{} ({})",
+                crate::markdown::code(f),
                 crate::markdown::esc(&at)
             ),
-            None => format!("`{}`", crate::markdown::esc(&at)),
+            None => crate::markdown::code(&at),
         };
         let at = match &r.via {
             Some(v) => format!(
-                "{at} {} `{}`",
+                "{at} {} {}",
                 tr(lang, "via", "経由"),
-                crate::markdown::esc(v)
+                crate::markdown::code(v)
             ),
             None => at,
         };
@@ -239,6 +262,7 @@ pub fn render(md: &mut String, report: &Report) {
                 "large buffers made and freed (≥ 128 KiB each)",
                 "確保してすぐ解放した大きなバッファ（各 128 KiB 以上）",
             ),
+            SiteMeasure::NotFreedAtExit => tr(lang, "not freed at exit", "終了時に未解放"),
         };
         md.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} |\n",
@@ -253,8 +277,8 @@ pub fn render(md: &mut String, report: &Report) {
     }
     md.push_str(&tr(
         lang,
-        "\nLive at the peak: bytes still held when memory peaked, and their share of the peak: what holding memory costs (memray counts a library call's allocations at the program's line that called it, the library's frame after \"via\"; tracemalloc at the line that made them). Allocated over the run: bytes made there whether freed or not, and their share of all bytes allocated: churn, which costs time.\n\n",
-        "\nピーク時に生存: メモリがピークに達した時点でまだ保持されていたバイトとピークに対する比率。保持のコスト（memray はライブラリ呼び出しの確保を呼び出したプログラムの行に数え、\"経由\" の後にライブラリの箇所を示す。tracemalloc は確保した行に数える）。実行中の確保量: 解放の有無にかかわらずそこで確保したバイトと全確保量に対する比率。チャーン（時間のコスト）。\n\n",
+        "\nLive at the peak: bytes still held when memory peaked, and their share of the peak: what holding memory costs (memray counts a library call's allocations at the program's line that called it, the library's frame after \"via\"; tracemalloc at the line that made them). Allocated over the run: bytes made there whether freed or not, and their share of all bytes allocated: churn, which costs time. Not freed at exit (asked for with `leaks`): still allocated when tracking stopped, and their share of the peak.\n\n",
+        "\nピーク時に生存: メモリがピークに達した時点でまだ保持されていたバイトとピークに対する比率。保持のコスト（memray はライブラリ呼び出しの確保を呼び出したプログラムの行に数え、\"経由\" の後にライブラリの箇所を示す。tracemalloc は確保した行に数える）。実行中の確保量: 解放の有無にかかわらずそこで確保したバイトと全確保量に対する比率。チャーン（時間のコスト）。終了時に未解放（`leaks` 指定時）: 計測終了時にまだ確保されていたバイトとピークに対する比率。\n\n",
     ));
 }
 

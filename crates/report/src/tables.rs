@@ -468,6 +468,7 @@ fn from_stacks(
                 hot_line: None,
                 hot_line_percent: None,
                 self_s: hz.map(|hz| f.self_samples as f64 / hz),
+                calls: None,
             },
             hot_line,
         });
@@ -530,6 +531,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
                         hot_line: None,
                         hot_line_percent: None,
                         self_s: Some(f.tottime_s),
+                        calls: Some(f.calls),
                     },
                     hot_line: None,
                 });
@@ -554,6 +556,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
                     hot_line: hottest.map(|l| l.line),
                     hot_line_percent: hottest.map(|l| l.percent),
                     self_s: None,
+                    calls: None,
                 },
                 hot_line: hottest.map(|l| l.line),
             });
@@ -666,6 +669,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
                     hot_line: None,
                     hot_line_percent: None,
                     self_s: None,
+                    calls: None,
                 }],
             });
         }

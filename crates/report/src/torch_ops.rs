@@ -23,6 +23,7 @@ pub fn torch_ops(session: &Session) -> Vec<TorchOps> {
             (!ops.is_empty()).then(|| TorchOps {
                 source: cite(run, ArtifactKind::KinetoTrace),
                 ops: ops.iter().take(SHOWN).cloned().collect(),
+                slowdown: crate::rules::slowdown(session, run),
             })
         })
         .collect()
@@ -31,6 +32,10 @@ pub fn torch_ops(session: &Session) -> Vec<TorchOps> {
 pub fn render(md: &mut String, report: &Report) {
     let lang = report.lang;
     for t in &report.torch_ops {
+        // A paragraph of its own whatever the section before ended with.
+        if !md.ends_with("\n\n") {
+            md.push('\n');
+        }
         md.push_str(&tr(
             lang,
             format!(
@@ -55,7 +60,16 @@ pub fn render(md: &mut String, report: &Report) {
                     if o.shapes.is_empty() {
                         "—".into()
                     } else {
-                        esc(&o.shapes.join(" · "))
+                        let shown: Vec<String> = o
+                            .shapes
+                            .iter()
+                            .enumerate()
+                            .map(|(i, s)| match o.shape_self_percent.get(i) {
+                                Some(p) => format!("{s} ({})", pct(*p)),
+                                None => s.clone(),
+                            })
+                            .collect();
+                        esc(&shown.join(" · "))
                     },
                 ]
             })
@@ -81,13 +95,27 @@ pub fn render(md: &mut String, report: &Report) {
         md.push_str(&tr(
             lang,
             format!(
-                "Self: the operator's time less its children's, as torch.profiler's own table counts it. Source: {}.\n\n",
+                "Self: the operator's time less its children's, as torch.profiler's own table counts it; a shape's share is its part of all operators' self time (the table by input shape). Source: {}.\n\n",
                 crate::markdown::cite(std::slice::from_ref(&t.source))
             ),
             format!(
-                "自己時間: 子の時間を除いた演算子の時間（torch.profiler 自身の表と同じ数え方）。出典: {}。\n\n",
+                "自己時間: 子の時間を除いた演算子の時間（torch.profiler 自身の表と同じ数え方）。形の割合は全演算子の自己時間に対するその形の分（入力の形ごとの表）。出典: {}。\n\n",
                 crate::markdown::cite(std::slice::from_ref(&t.source))
             ),
         ));
+        if let Some(x) = t
+            .slowdown
+            .filter(|x| *x > crate::rules::TORCH_DISTURBED_RATIO)
+        {
+            md.push_str(&tr(
+                lang,
+                format!(
+                    "_This traced run took {x:.1}× the run without a profiler (torch.profiler alone costs about 1.1×): the machine or the profiler disturbed it, so these shares are not the program's, and no advice rests on them._\n\n"
+                ),
+                format!(
+                    "_このトレースの実行はプロファイラなしの実行の {x:.1} 倍かかった（torch.profiler 自体は約 1.1 倍）: マシンかプロファイラが乱したため、この割合はプログラム本来のものではなく、助言の根拠にしていない。_\n\n"
+                ),
+            ));
+        }
     }
 }

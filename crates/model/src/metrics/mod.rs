@@ -538,6 +538,11 @@ pub struct AllocationProfile {
     /// churn that can cost a fresh mapping (or a trimmed heap) and page faults each time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub short_lived_large: Vec<ShortLivedSite>,
+    /// What was still allocated when tracking stopped (memray's leak view, with `leaks`), by
+    /// the program's own line that allocated it, largest first: memory a long-running program
+    /// would keep growing by if that code ran again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_freed: Vec<PeakSite>,
 }
 
 /// glibc's default `M_MMAP_THRESHOLD` (128 KiB): a malloc at least this large is served by

@@ -161,6 +161,10 @@ pub struct CpuOp {
     pub self_percent: f64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shapes: Vec<String>,
+    /// Each of `shapes`' share of all operators' self time (torch's table grouped by input
+    /// shape), in the same order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shape_self_percent: Vec<f64>,
 }
 
 /// One row of an nsys API or OS runtime summary (cuda_api_sum, osrt_sum).

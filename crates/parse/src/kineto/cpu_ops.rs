@@ -164,6 +164,17 @@ impl CpuOpAcc {
                     } else {
                         0.0
                     },
+                    shape_self_percent: shapes
+                        .iter()
+                        .take(TOP_SHAPES)
+                        .map(|(_, us)| {
+                            if all_self > 0.0 {
+                                us / all_self * 100.0
+                            } else {
+                                0.0
+                            }
+                        })
+                        .collect(),
                     shapes: shapes
                         .into_iter()
                         .take(TOP_SHAPES)

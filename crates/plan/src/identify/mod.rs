@@ -15,7 +15,7 @@ use crate::procinfo::Table;
 use crate::pyhelper::{Answers, Questions};
 use crate::recipe::Recipes;
 use crate::words::{
-    focus_of_word, is_filler, normalize, read_non_ascii, split_args, split_scripts,
+    focus_of_word, is_filler, normalize, option_of_word, read_non_ascii, split_args, split_scripts,
 };
 use cluster::*;
 use frameworks::*;
@@ -27,6 +27,7 @@ use resolve::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use system_profile_model::options::AskedOption;
 use system_profile_model::recipe::{Recipe, RecipeRole};
 use system_profile_model::target::{
     CodeLocation, CommandTarget, ComponentMatch, Focus, FocusWord, FrameworkMatch, LauncherTarget,
@@ -115,6 +116,20 @@ impl Build<'_> {
         self.t.questions.push(q.into());
     }
 
+    /// A word that asks for a profiler switch (`idle`): kept once, and said.
+    fn asked(&mut self, word: &str, asked: AskedOption) {
+        if !self.t.asked_options.contains(&asked) {
+            self.t.asked_options.push(asked);
+            self.evidence(format!(
+                "`{word}` asks for the profilers' `{}` switch: set on every step whose method reads it",
+                serde_json::to_value(asked.option())
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+
     fn focus(&mut self, word: &str, focus: Focus) {
         if !self.t.focus.contains(&focus) {
             self.t.focus.push(focus);
@@ -183,6 +198,7 @@ pub async fn identify_on(
             kind: TargetKind::Unknown,
             focus: Vec::new(),
             focus_words: Vec::new(),
+            asked_options: Vec::new(),
             needs_clarification: false,
             questions: Vec::new(),
             summary: String::new(),

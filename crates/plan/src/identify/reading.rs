@@ -375,6 +375,9 @@ pub(super) fn read_words(
         if !w.is_ascii() && !mach.exists(&resolve_path(mach, cwd, w)) {
             let reading = read_non_ascii(w, &non_ascii_phrases);
             for (word, f) in reading.focus {
+                if let Some(a) = option_of_word(&word) {
+                    b.asked(&word, a);
+                }
                 b.focus(&word, f);
             }
             for p in reading.phrases {
@@ -406,9 +409,13 @@ pub(super) fn read_words(
                     .last()
                     .is_some_and(|p| p.starts_with('-') && !p.contains('='));
                 let focus = focus_of_word(w);
-                if !focus.is_empty() && !prev_is_flag {
+                let asked = option_of_word(w);
+                if (!focus.is_empty() || asked.is_some()) && !prev_is_flag {
                     for f in focus {
                         b.focus(w, f);
+                    }
+                    if let Some(a) = asked {
+                        b.asked(w, a);
                     }
                     b.evidence(format!(
                         "`{w}` read as a focus word, not as an argument of the target (put arguments after `--` to pass it on)"
@@ -456,9 +463,13 @@ pub(super) fn read_words(
         }
         if !w.contains('/') {
             let focus = focus_of_word(w);
-            if !focus.is_empty() {
+            let asked = option_of_word(w);
+            if !focus.is_empty() || asked.is_some() {
                 for f in focus {
                     b.focus(w, f);
+                }
+                if let Some(a) = asked {
+                    b.asked(w, a);
                 }
                 i += 1;
                 continue;

@@ -507,6 +507,25 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
         }
     });
 
+    // A switch asked for that no planned method reads is said, with the methods that would.
+    for asked in &target.asked_options {
+        let name = asked.option();
+        if !steps
+            .iter()
+            .any(|s| s.method.spec().options.contains(&name))
+        {
+            let readers: Vec<String> = name
+                .readers()
+                .iter()
+                .map(|m| format!("`{}`", m.id()))
+                .collect();
+            notes.push(format!(
+                "`{}` was asked for, but no step of this plan reads it (its readers: {}); add a focus that plans one, or run one with run_profiler",
+                serde_json::to_value(name).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+                readers.join(", ")
+            ));
+        }
+    }
     if steps.is_empty() {
         notes.push(
             "nothing in this plan can run here: see coverage and skipped for what is missing"

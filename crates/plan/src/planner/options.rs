@@ -26,6 +26,10 @@ pub(super) fn options_for(ctx: &Context, method: Method, step: &Step) -> Profile
         }
         _ => {}
     }
+    // The switches the target's words asked for, over the recipe's value.
+    for asked in &ctx.target.asked_options {
+        asked.set(&mut o);
+    }
     // Options a method does not read are dropped so each step carries only its own: those
     // its spec lists.
     o = o.keep_only(method.spec().options);

@@ -648,3 +648,82 @@ async fn the_torch_profiler_schedule_needs_an_optimizer_in_the_source() {
         assert_eq!(said, !scheduled, "{script}: {:?}", p.notes);
     }
 }
+
+/// `idle`, `native` and `leaks` after the target turn those switches on in every step whose
+/// method reads them (py-spy's `--idle` and `--native`, memray's `--native` and leak view),
+/// and in no other; a switch that no planned step reads is said; after `--` the word is the
+/// script's.
+#[tokio::test]
+async fn words_ask_for_profiler_switches_on_the_steps_that_read_them() {
+    use system_profile_model::options::AskedOption;
+    let fx = fixture();
+    let mut d = real_detect().await;
+    for t in &mut d.tools {
+        if matches!(t.id.as_str(), "py_spy" | "memray") {
+            t.available = true;
+            t.usable = true;
+        }
+    }
+    let target = identify_here("train.py idle native leaks").await;
+    assert_eq!(
+        target.asked_options,
+        [AskedOption::Idle, AskedOption::Native, AskedOption::Leaks]
+    );
+    assert_eq!(
+        target.focus,
+        [Focus::Cpu, Focus::Memory],
+        "idle is about the stacks, leaks about memory"
+    );
+    let p = plan(
+        &target,
+        &d,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), every_program),
+    );
+    let spy = steps_of(&p, Method::PySpyRecord);
+    assert!(!spy.is_empty(), "{:#?}", p.steps);
+    for s in &spy {
+        let o = &s.run_profiler.options;
+        assert_eq!((o.idle, o.native, o.leaks), (Some(true), Some(true), None));
+    }
+    let memray = steps_of(&p, Method::Memray);
+    assert_eq!(memray.len(), 1, "{:#?}", p.steps);
+    let o = &memray[0].run_profiler.options;
+    assert_eq!((o.idle, o.native, o.leaks), (None, Some(true), Some(true)));
+    for s in p
+        .steps
+        .iter()
+        .filter(|s| !matches!(s.method, Method::PySpyRecord | Method::Memray))
+    {
+        let o = &s.run_profiler.options;
+        assert_eq!((o.idle, o.native, o.leaks), (None, None, None), "{}", s.id);
+    }
+    assert!(check_plan(&p, &d, "asked switches").is_empty());
+
+    // Without memray, tracemalloc stands in and has no leak view: said, with who has one.
+    for t in &mut d.tools {
+        if t.id == "memray" {
+            t.available = false;
+            t.usable = false;
+        }
+    }
+    let p = plan(
+        &identify_here("train.py leaks").await,
+        &d,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), every_program),
+    );
+    assert!(steps_of(&p, Method::Memray).is_empty());
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.starts_with("`leaks` was asked for") && n.contains("`memray`")),
+        "{:#?}",
+        p.notes
+    );
+
+    // After `--` it is the script's argument.
+    let passed_on = identify_here("train.py -- idle").await;
+    assert!(passed_on.asked_options.is_empty());
+    assert_eq!(passed_on.script.unwrap().argv, ["idle"]);
+}

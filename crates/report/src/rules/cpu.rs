@@ -90,6 +90,42 @@ pub(super) fn hot_python_function(inputs: &Inputs) -> Vec<Draft> {
         } else {
             saving
         };
+        // cProfile's exact call count says which change fits: many short calls cost by their
+        // number, a few long ones by their body.
+        let calls = h.evidence.iter().find_map(|e| e.calls).filter(|n| *n > 0);
+        let how = match calls {
+            Some(n) if n >= MANY_CALLS && self_s / (n as f64) < SHORT_CALL_S => tr(
+                lang,
+                format!(
+                    ". cProfile counted {} calls, about {} of its own time each: the cost is how often it runs. Call it less: hoist it out of the loop, cache its results (`functools.cache`), or hand it the work in fewer, larger calls.",
+                    num(n),
+                    secs(self_s / n as f64)
+                ),
+                format!(
+                    "。cProfile の計数で {} 回、1 回あたり自身の時間は約 {}: コストは呼び出し回数。呼び出しを減らす（ループの外へ出す、結果をキャッシュする（`functools.cache`）、まとめて少ない回数で渡す）。",
+                    num(n),
+                    secs(self_s / n as f64)
+                ),
+            ),
+            Some(n) if self_s / (n as f64) >= LONG_CALL_S => tr(
+                lang,
+                format!(
+                    ". cProfile counted {} call(s), about {} each: the time is in its body. Vectorise or cache the work of its inner loop, or use a better algorithm.",
+                    num(n),
+                    secs(self_s / n as f64)
+                ),
+                format!(
+                    "。cProfile の計数で {} 回、1 回あたり約 {}: 時間は本体の中。内側のループをベクトル化・キャッシュするか、より良いアルゴリズムにする。",
+                    num(n),
+                    secs(self_s / n as f64)
+                ),
+            ),
+            _ => tr(
+                lang,
+                ": vectorise or cache the work of its inner loop, or call it less.".to_string(),
+                "。内側のループをベクトル化・キャッシュするか、呼び出しを減らす。".to_string(),
+            ),
+        };
         let line_note = match hot_line {
             Some((tool, line, p)) => tr(
                 lang,
@@ -107,12 +143,12 @@ pub(super) fn hot_python_function(inputs: &Inputs) -> Vec<Draft> {
             action: tr(
                 lang,
                 format!(
-                    "Its own code holds {} of the CPU samples ({}){saving}: vectorise or cache the work of its inner loop, or call it less.{line_note}",
+                    "Its own code holds {} of the CPU samples ({}){saving}{how}{line_note}",
                     pct(h.self_percent),
                     agreeing.join(", ")
                 ),
                 format!(
-                    "この関数自身のコードが CPU サンプルの {} を占める（{}）{saving}。内側のループをベクトル化・キャッシュするか、呼び出しを減らす。{line_note}",
+                    "この関数自身のコードが CPU サンプルの {} を占める（{}）{saving}{how}{line_note}",
                     pct(h.self_percent),
                     agreeing.join(", ")
                 ),
@@ -273,12 +309,19 @@ pub(super) fn run_of<'a>(inputs: &'a Inputs, run_id: &str) -> Option<&'a RunReco
 /// The wall time of the same command run without a profiler that slows it (`time -v`, the
 /// /proc sampler), the shortest if several, and its run.
 pub(super) fn unprofiled_wall<'a>(inputs: &'a Inputs, run: &RunRecord) -> Option<(f64, &'a str)> {
+    unprofiled_wall_in(inputs.session, run)
+}
+
+/// `unprofiled_wall` from the session alone (the tables have no report yet).
+pub(crate) fn unprofiled_wall_in<'a>(
+    session: &'a Session,
+    run: &RunRecord,
+) -> Option<(f64, &'a str)> {
     use system_profile_model::run::Method;
     if !matches!(run.target, RunTarget::Command { .. }) {
         return None;
     }
-    inputs
-        .session
+    session
         .runs
         .iter()
         .filter(|r| {

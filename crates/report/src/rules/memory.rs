@@ -191,6 +191,23 @@ pub(super) fn python_allocation_site(inputs: &Inputs) -> Vec<Draft> {
 /// The program's own line holding the most at memray's high-water mark, when it holds enough
 /// of the peak to matter. Memory a library call made counts at the program's line that
 /// called it, and the advice is about that call.
+/// A line's peak memory counts as kept to the end when this share of it was still allocated
+/// at exit.
+const KEPT_TO_EXIT_SHARE: f64 = 0.9;
+
+/// Of a line's memory live at the peak, what was still allocated at exit, when nearly all of
+/// it was (memray's leak view, with `leaks`).
+fn kept_to_exit(
+    a: &system_profile_model::metrics::AllocationProfile,
+    site: &system_profile_model::metrics::PeakSite,
+) -> Option<u64> {
+    a.not_freed
+        .iter()
+        .find(|n| n.file == site.file && n.line == site.line)
+        .map(|n| n.live_bytes)
+        .filter(|kept| *kept as f64 >= KEPT_TO_EXIT_SHARE * site.live_bytes as f64)
+}
+
 fn peak_site(
     lang: system_profile_model::report::Lang,
     run: &system_profile_model::run::RunRecord,
@@ -221,12 +238,20 @@ fn peak_site(
     let share = pct(size as f64 / a.peak_bytes.max(1) as f64 * 100.0);
     let gain = size / 2;
     let tool = run.profiler.id();
-    let (how_en, how_ja) = match &site.via {
-        Some(via) => (
+    // With memray's leak view (`leaks`): the same line's memory still allocated when the
+    // program ended. Kept to the end, it was never a transient peak: what holds it is the
+    // thing to change.
+    let kept = kept_to_exit(a, site);
+    let (how_en, how_ja) = match (&site.via, kept) {
+        (_, Some(kept)) => (
+            format!(" {} of it was still allocated when the program ended (memray's leak view): something keeps it for the whole run (a global, a cache, a list that only grows). If it is not needed to the end, drop it once used (`del`, a narrower scope); if it grows with the work, bound it (`functools.lru_cache(maxsize=...)`, `collections.deque(maxlen=...)`) or keep a summary instead of every item.", bytes(kept)),
+            format!(" そのうち {} はプログラム終了時にもまだ確保されていた（memray のリーク表示）: 何か（グローバル変数、キャッシュ、増え続けるリスト）が実行中ずっと保持している。最後まで要らないなら使い終えたら手放す（`del`、より狭いスコープ）。処理量とともに増えるなら上限を設ける（`functools.lru_cache(maxsize=...)`、`collections.deque(maxlen=...)`）か、全要素でなく要約を残す。", bytes(kept)),
+        ),
+        (Some(via), None) => (
             format!(" The library call on that line made them (most in {via}): the call is what to change, not the library: give it less at once (chunks, a streaming reader, smaller batches), keep only what is used of its result, or drop its input and result as soon as they are used."),
             format!(" その行のライブラリ呼び出しが確保した（大半は {via}）。変えるのはライブラリではなく呼び出し: 一度に渡す量を減らす（分割、ストリーミング読み込み、小さなバッチ）、結果は使う部分だけ残す、入力と結果は使い終えたらすぐ手放す。"),
         ),
-        None => (
+        (None, None) => (
             " Stream it (a generator, chunks), use a compact type (NumPy arrays, `array`, `__slots__`), or free it before the next large allocation.".to_string(),
             " 逐次処理（ジェネレータ、分割）にする、小さな型（NumPy 配列、`array`、`__slots__`）にする、次の大きな確保の前に解放する。".to_string(),
         ),
@@ -253,4 +278,43 @@ fn peak_site(
         confidence: Confidence::High,
         ..Draft::saves_memory(gain, Some(a.peak_bytes))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use system_profile_model::metrics::{AllocationProfile, PeakSite};
+
+    fn site(line: u32, live_bytes: u64) -> PeakSite {
+        PeakSite {
+            function: "handle".into(),
+            file: "leaky.py".into(),
+            line: Some(line),
+            live_bytes,
+            allocations: 20_000,
+            imported_bytes: 0,
+            via: None,
+        }
+    }
+
+    /// A list that keeps every result (43.6 MiB at the peak, 43.6 MiB at exit) against a
+    /// buffer freed before the end: only the first is "kept to the end"; without the leak
+    /// view, nothing is.
+    #[test]
+    fn memory_still_allocated_at_exit_is_told_apart_from_a_transient_peak() {
+        let kept = site(5, 45_700_000);
+        let transient = site(9, 30_000_000);
+        let a = AllocationProfile {
+            at_peak: vec![kept.clone(), transient.clone()],
+            not_freed: vec![site(5, 45_690_000), site(9, 1_000_000)],
+            ..AllocationProfile::default()
+        };
+        assert_eq!(kept_to_exit(&a, &kept), Some(45_690_000));
+        assert_eq!(kept_to_exit(&a, &transient), None);
+        let without = AllocationProfile {
+            not_freed: Vec::new(),
+            ..a
+        };
+        assert_eq!(kept_to_exit(&without, &kept), None);
+    }
 }

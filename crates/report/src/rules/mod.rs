@@ -11,6 +11,12 @@ pub const HOT_FUNCTION_SELF_PERCENT: f64 = 15.0;
 pub const HOT_FUNCTION_WALL_SHARE: f64 = 0.1;
 /// Nor one whose own time is under this: not worth a change, and a handful of samples.
 pub const HOT_FUNCTION_MIN_SELF_S: f64 = 0.1;
+/// A hot function called at least this many times (cProfile), each under this much of its own
+/// time, costs by its number of calls; one whose calls each take at least `LONG_CALL_S`, by its
+/// body.
+pub const MANY_CALLS: u64 = 10_000;
+pub const SHORT_CALL_S: f64 = 100e-6;
+pub const LONG_CALL_S: f64 = 1e-3;
 /// Host↔device copies: at least `COPIES_MIN_PAGEABLE` of them pageable for at least
 /// `COPIES_PAGEABLE_SHARE`, or at least `COPIES_MIN_SMALL` this small on average.
 pub const COPIES_MIN_PAGEABLE: u64 = 10;
@@ -68,12 +74,15 @@ mod cpu;
 mod gpu;
 mod memory;
 mod ranks;
+mod torch;
 
 use churn::*;
 use cpu::*;
 use gpu::*;
 use memory::*;
 use ranks::*;
+use torch::*;
+pub(crate) use torch::{slowdown, TORCH_DISTURBED_RATIO};
 
 pub struct Rule {
     pub id: &'static str,
@@ -171,6 +180,11 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "hot_library_call",
         check: hot_library_call,
+        about: About::Program,
+    },
+    Rule {
+        id: "hot_torch_operators",
+        check: hot_torch_operators,
         about: About::Program,
     },
     Rule {

@@ -1,7 +1,7 @@
 //! Each rule on a real scenario where it must fire and one where it must not; the order of
 //! the recommendations against the impacts they computed.
 
-use crate::support::{gpu_session, Nccl, Root};
+use crate::support::{cpu_torch_session, gpu_session, Nccl, Root};
 use system_profile_model::report::{Confidence, Recommendation, Report};
 
 fn fired<'a>(r: &'a Report, rule: &str) -> Vec<&'a Recommendation> {
@@ -63,6 +63,13 @@ fn every_rule_fires_where_it_must_and_not_where_it_must_not() {
     assert_eq!(hot.len(), 1, "{:#?}", s.cpu.recommendations);
     assert!(hot[0].title.contains("`busy`") && hot[0].title.contains("cpu_hotspot.py:12"));
     assert_eq!(hot[0].confidence, Confidence::High, "two profilers agree");
+    // cProfile counted 150 calls of busy() (3.90 s own): each call is long, its body the cost.
+    assert!(
+        hot[0].action.contains("cProfile counted 150 call(s)")
+            && hot[0].action.contains("the time is in its body"),
+        "{}",
+        hot[0].action
+    );
     assert!(fired(&s.cpu_after, "hot_python_function").is_empty());
     assert!(s.io.hotspots.is_some());
     assert!(fired(&s.io, "hot_python_function").is_empty());
@@ -153,6 +160,27 @@ fn every_rule_fires_where_it_must_and_not_where_it_must_not() {
     assert!(s.memory.runs.iter().any(|r| r.run_id == "r003-memray"));
     assert!(s.io.memory.iter().any(|m| m.heap_peak_bytes.is_some()));
     assert!(fired(&s.io, "python_allocation_site").is_empty());
+
+    // Lightning's demo transformer on the CPU: the output layer over its 13,578-word
+    // vocabulary (torch's own table: mm, addmm, _log_softmax and its backward first, 67.9%).
+    // The GPU session's traces have kernels, and its gloo ranks spend 80% in all_reduce, a
+    // collective, not compute: no operator finding there.
+    let root = Root::new();
+    let cpu_torch = root.report(&cpu_torch_session(&root, "20261206-cpu-torch"));
+    let ops = fired(&cpu_torch, "hot_torch_operators");
+    assert_eq!(ops.len(), 1, "{:#?}", cpu_torch.recommendations);
+    assert!(
+        ops[0].title.contains("dimension of 13578")
+            && ["aten::mm", "aten::addmm", "aten::_log_softmax"]
+                .iter()
+                .all(|o| ops[0].title.contains(o)),
+        "{}",
+        ops[0].title
+    );
+    let share = ops[0].gain.wall_percent.unwrap_or(0.0) * 2.0;
+    assert!((55.0..=80.0).contains(&share), "{share}");
+    assert!(fired(&s.gpu, "hot_torch_operators").is_empty());
+    assert!(fired(&s.cpu, "hot_torch_operators").is_empty());
 
     // The p4d log's NET/Socket fallback; the A100 PCIe box talks P2P.
     let socket = fired(&s.gpu_socket, "nccl_socket_fallback");

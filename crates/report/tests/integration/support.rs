@@ -409,3 +409,42 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
     .unwrap();
     name.to_string()
 }
+
+/// A CPU training's torch.profiler run: Lightning's demo transformer (vocabulary 13,578) on
+/// the CPU, its real trace. Its wall time is taken as its operators' self time, which a run
+/// on one thread at least lasts: the rule's share of it is then an upper bound.
+pub fn cpu_torch_session(root: &Root, name: &str) -> String {
+    let dir = root.path().join("profile_output").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let analysis = trace("kineto/lightning-transformer-cpu.json.gz");
+    let ops_s = analysis
+        .cpu_ops
+        .first()
+        .map_or(0.0, |o| o.self_us * 100.0 / o.self_percent / 1e6);
+    let mut torch = record(
+        "r001-torch-profiler",
+        Method::TorchProfiler,
+        RunMetrics {
+            trace: Some(analysis),
+            ..RunMetrics::default()
+        },
+        vec![Artifact {
+            path: format!("profile_output/{name}/r001-torch-profiler/trace.json.gz"),
+            kind: ArtifactKind::KinetoTrace,
+            bytes: 0,
+        }],
+    );
+    torch.wall_s = Some(ops_s);
+    let list = RunList {
+        session: name.into(),
+        dir: format!("profile_output/{name}"),
+        logical_cpus: None,
+        runs: vec![torch],
+    };
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec_pretty(&list).unwrap(),
+    )
+    .unwrap();
+    name.to_string()
+}

@@ -12,7 +12,8 @@ use system_profile_model::metrics::ShortLivedSite;
 const SHORT_LIVED_WITHIN_ALLOCATIONS: &str = "1000";
 
 /// `memray run` of a script or module, then `memray stats --json` and a flame graph HTML
-/// (with leaks only when `options.leaks`), all through the target's own interpreter.
+/// (of the leaks when `options.leaks`, with what was not freed at exit by the program's
+/// lines), all through the target's own interpreter.
 pub(crate) async fn memray(
     input: &RunProfilerInput,
     place: &RunPlace,
@@ -67,7 +68,9 @@ pub(crate) async fn memray(
     let peak_s = peak.to_string_lossy().into_owned();
     let short = artifact_path(input, place, ArtifactKind::MemrayShortLivedCsv);
     let short_s = short.to_string_lossy().into_owned();
-    let reports: [(Vec<&str>, &str); 4] = [
+    let leaks = artifact_path(input, place, ArtifactKind::MemrayLeaksCsv);
+    let leaks_s = leaks.to_string_lossy().into_owned();
+    let mut reports: Vec<(Vec<&str>, &str)> = vec![
         (
             vec![
                 py.as_str(),
@@ -97,6 +100,12 @@ pub(crate) async fn memray(
             "transform csv (short-lived allocations)",
         ),
     ];
+    if input.options.leaks == Some(true) {
+        reports.push((
+            transform(&py, &capture_s, &["--leaks"], &leaks_s),
+            "transform csv (not freed at exit)",
+        ));
+    }
     // Each reads the capture alone and writes its own file: run side by side, they cost the
     // longest of them, not the sum (json_dumps' capture: BENCHMARKS.md).
     let outcomes = futures::future::join_all(reports.into_iter().map(|(report_argv, what)| {
@@ -162,8 +171,18 @@ pub(crate) async fn memray(
         .extend(file_artifact(flame, ArtifactKind::MemrayFlamegraphHtml));
     e.artifacts
         .extend(file_artifact(peak, ArtifactKind::MemrayPeakCsv));
+    if let (Some(a), true) = (e.metrics.allocations.as_mut(), leaks.exists()) {
+        let parsed = system_profile_parse::memray_peak::parse(&read(&leaks), |file| {
+            system_profile_model::metrics::is_program_file(file, &place.cwd)
+        });
+        e.warnings
+            .extend(parsed.diagnostics.iter().take(3).map(|d| d.message.clone()));
+        a.not_freed = parsed.value;
+    }
     e.artifacts
         .extend(file_artifact(short, ArtifactKind::MemrayShortLivedCsv));
+    e.artifacts
+        .extend(file_artifact(leaks, ArtifactKind::MemrayLeaksCsv));
     explain_exit(&mut e);
     Ok(e)
 }

@@ -90,47 +90,56 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
                     via: None,
                 });
             }
-            for t in a
-                .short_lived_large
-                .iter()
-                .filter(|t| !ours(&t.file))
-                .take(SITES_PER_RUN)
-            {
-                rows.push(AllocationSiteRow {
-                    run_id: run.run_id.clone(),
-                    source: cite(run, ArtifactKind::MemrayShortLivedCsv),
-                    tool: run.profiler.id(),
-                    function: Some(t.function.clone()),
-                    file: shown_file(root, &t.file),
-                    line: t.line,
-                    bytes: t.bytes,
-                    count: Some(t.allocations),
-                    share_percent: (a.total_bytes_allocated > 0)
-                        .then(|| t.bytes as f64 / a.total_bytes_allocated as f64 * 100.0),
-                    measure: SiteMeasure::ShortLivedLarge,
-                    via: t.via.clone(),
-                });
-            }
-            for t in a
-                .not_freed
-                .iter()
-                .filter(|t| !ours(&t.file))
-                .take(SITES_PER_RUN)
-            {
-                rows.push(AllocationSiteRow {
-                    run_id: run.run_id.clone(),
-                    source: cite(run, ArtifactKind::MemrayLeaksCsv),
-                    tool: run.profiler.id(),
-                    function: Some(t.function.clone()),
-                    file: shown_file(root, &t.file),
-                    line: t.line,
-                    bytes: t.live_bytes,
-                    count: Some(t.allocations),
-                    share_percent: (a.peak_bytes > 0)
-                        .then(|| t.live_bytes as f64 / a.peak_bytes as f64 * 100.0),
-                    measure: SiteMeasure::NotFreedAtExit,
-                    via: t.via.clone(),
-                });
+            // The program's lines that made large short-lived buffers (of all bytes allocated)
+            // and that still held memory at exit (of the peak).
+            let program_lines = [
+                (
+                    SiteMeasure::ShortLivedLarge,
+                    ArtifactKind::MemrayShortLivedCsv,
+                    a.total_bytes_allocated,
+                    a.short_lived_large
+                        .iter()
+                        .map(|t| (&t.function, &t.file, t.line, t.bytes, t.allocations, &t.via))
+                        .collect::<Vec<_>>(),
+                ),
+                (
+                    SiteMeasure::NotFreedAtExit,
+                    ArtifactKind::MemrayLeaksCsv,
+                    a.peak_bytes,
+                    a.not_freed
+                        .iter()
+                        .map(|t| {
+                            (
+                                &t.function,
+                                &t.file,
+                                t.line,
+                                t.live_bytes,
+                                t.allocations,
+                                &t.via,
+                            )
+                        })
+                        .collect(),
+                ),
+            ];
+            for (measure, artifact, of_bytes, sites) in program_lines {
+                for (function, file, line, bytes, allocations, via) in
+                    sites.into_iter().filter(|t| !ours(t.1)).take(SITES_PER_RUN)
+                {
+                    rows.push(AllocationSiteRow {
+                        run_id: run.run_id.clone(),
+                        source: cite(run, artifact),
+                        tool: run.profiler.id(),
+                        function: Some(function.clone()),
+                        file: shown_file(root, file),
+                        line,
+                        bytes,
+                        count: Some(allocations),
+                        share_percent: (of_bytes > 0)
+                            .then(|| bytes as f64 / of_bytes as f64 * 100.0),
+                        measure,
+                        via: via.clone(),
+                    });
+                }
             }
         }
     }

@@ -11,6 +11,13 @@ use system_profile_model::metrics::ShortLivedSite;
 /// forward and backward passes.
 const SHORT_LIVED_WITHIN_ALLOCATIONS: &str = "1000";
 
+/// The largest memray CSV kept on disk once summed.
+const KEPT_CSV_MAX_BYTES: u64 = 256 << 20;
+
+/// memray's short-lived allocations in its CSV format, only the large ones (`py/`'s comment
+/// says why not `memray transform csv`).
+const LARGE_TEMPORARY: &str = include_str!("py/memray_large_temporary.py");
+
 /// `memray run` of a script or module, then `memray stats --json` and a flame graph HTML
 /// (of the leaks when `options.leaks`, with what was not freed at exit by the program's
 /// lines), all through the target's own interpreter.
@@ -68,6 +75,7 @@ pub(crate) async fn memray(
     let peak_s = peak.to_string_lossy().into_owned();
     let short = artifact_path(input, place, ArtifactKind::MemrayShortLivedCsv);
     let short_s = short.to_string_lossy().into_owned();
+    let short_lived_min = system_profile_model::metrics::SHORT_LIVED_MIN_BYTES.to_string();
     let leaks = artifact_path(input, place, ArtifactKind::MemrayLeaksCsv);
     let leaks_s = leaks.to_string_lossy().into_owned();
     let mut reports: Vec<(Vec<&str>, &str)> = vec![
@@ -91,13 +99,16 @@ pub(crate) async fn memray(
             "transform csv (what was live at the peak)",
         ),
         (
-            transform(
-                &py,
+            vec![
+                py.as_str(),
+                "-c",
+                LARGE_TEMPORARY,
                 &capture_s,
-                &["--temporary-allocation-threshold", SHORT_LIVED_WITHIN_ALLOCATIONS],
+                SHORT_LIVED_WITHIN_ALLOCATIONS,
+                &short_lived_min,
                 &short_s,
-            ),
-            "transform csv (short-lived allocations)",
+            ],
+            "short-lived large allocations",
         ),
     ];
     if input.options.leaks == Some(true) {
@@ -136,24 +147,27 @@ pub(crate) async fn memray(
             .extend(parsed.diagnostics.iter().map(|d| d.message.clone()));
         e.metrics.allocations = Some(parsed.value);
     }
-    if let (Some(a), true) = (e.metrics.allocations.as_mut(), peak.exists()) {
-        let parsed = system_profile_parse::memray_peak::parse(&read(&peak), |file| {
-            system_profile_model::metrics::is_program_file(file, &place.cwd)
-        });
-        e.warnings
-            .extend(parsed.diagnostics.iter().take(3).map(|d| d.message.clone()));
-        a.at_peak = parsed.value;
-    }
-    if let (Some(a), true) = (e.metrics.allocations.as_mut(), short.exists()) {
-        let parsed = system_profile_parse::memray_peak::parse_at_least(
-            &read(&short),
+    // Each CSV summed by the program's own lines (a library call's allocations at the line
+    // that made it); a report that failed leaves its list empty.
+    let mut by_program_line = |csv: &std::path::Path, min_bytes_per_allocation: u64| {
+        let Ok(file) = std::fs::File::open(csv) else {
+            return Vec::new();
+        };
+        let parsed = system_profile_parse::memray_peak::parse_reader(
+            std::io::BufReader::new(file),
             |file| system_profile_model::metrics::is_program_file(file, &place.cwd),
-            system_profile_model::metrics::SHORT_LIVED_MIN_BYTES,
+            min_bytes_per_allocation,
         );
         e.warnings
             .extend(parsed.diagnostics.iter().take(3).map(|d| d.message.clone()));
-        a.short_lived_large = parsed
-            .value
+        parsed.value
+    };
+    let at_peak = by_program_line(&peak, 0);
+    let not_freed = by_program_line(&leaks, 0);
+    let short_lived = by_program_line(&short, system_profile_model::metrics::SHORT_LIVED_MIN_BYTES);
+    if let Some(a) = e.metrics.allocations.as_mut() {
+        a.at_peak = at_peak;
+        a.short_lived_large = short_lived
             .into_iter()
             .map(|s| ShortLivedSite {
                 function: s.function,
@@ -164,6 +178,21 @@ pub(crate) async fn memray(
                 via: s.via,
             })
             .collect();
+        a.not_freed = not_freed;
+    }
+    // A CSV of every stack is summed above; kept whole it can be gigabytes (1.65 GB of peak
+    // stacks for a 12 s Lightning training): past the cap it goes, and how to remake it is said.
+    for (csv, which) in [(&peak, ""), (&leaks, " --leaks")] {
+        let Some(size) = std::fs::metadata(csv).ok().map(|m| m.len()) else {
+            continue;
+        };
+        if size > KEPT_CSV_MAX_BYTES && std::fs::remove_file(csv).is_ok() {
+            let name = csv.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            e.warnings.push(format!(
+                "{name} ({:.1} MB) was summed by the program's lines and removed to save disk; `{py} -m memray transform csv{which} -o {name} {capture_s}` writes it again",
+                size as f64 / 1e6
+            ));
+        }
     }
     e.artifacts
         .extend(file_artifact(stats, ArtifactKind::MemrayStatsJson));
@@ -171,14 +200,6 @@ pub(crate) async fn memray(
         .extend(file_artifact(flame, ArtifactKind::MemrayFlamegraphHtml));
     e.artifacts
         .extend(file_artifact(peak, ArtifactKind::MemrayPeakCsv));
-    if let (Some(a), true) = (e.metrics.allocations.as_mut(), leaks.exists()) {
-        let parsed = system_profile_parse::memray_peak::parse(&read(&leaks), |file| {
-            system_profile_model::metrics::is_program_file(file, &place.cwd)
-        });
-        e.warnings
-            .extend(parsed.diagnostics.iter().take(3).map(|d| d.message.clone()));
-        a.not_freed = parsed.value;
-    }
     e.artifacts
         .extend(file_artifact(short, ArtifactKind::MemrayShortLivedCsv));
     e.artifacts

@@ -399,9 +399,10 @@ async fn memray_counts_small_python_objects_where_they_are_made() {
     let dir = tempfile::tempdir().unwrap();
     let churn = script(dir.path(), "churn.py", CHURN);
     let top_line = |options: ProfilerOptions| {
-        let dir = dir
-            .path()
-            .join(format!("{}", options.python_allocators.is_none()));
+        let dir = dir.path().join(format!(
+            "{:?}-{:?}",
+            options.python_allocators, options.leaks
+        ));
         let input = RunProfilerInput {
             options,
             ..input(Method::Memray, command(&[&py, &churn]))
@@ -421,10 +422,31 @@ async fn memray_counts_small_python_objects_where_they_are_made() {
                 .iter()
                 .find(|s| s.file.ends_with("churn.py"))
                 .map(|s| (s.line, s.live_bytes));
-            (own.line, m.traces_python_allocators, e.argv, held)
+            let kept = m
+                .not_freed
+                .iter()
+                .find(|s| s.file.ends_with("churn.py"))
+                .map(|s| (s.line, s.live_bytes));
+            let leaks_csv = e
+                .artifacts
+                .iter()
+                .any(|a| a.kind == ArtifactKind::MemrayLeaksCsv);
+            assert_eq!(kept.is_some(), leaks_csv, "{:?}", e.artifacts);
+            (own.line, m.traces_python_allocators, e.argv, held, kept)
         }
     };
-    let (line, traced, argv, held) = top_line(ProfilerOptions::default()).await;
+    // Asked for (`leaks`): the buffer `b` keeps to the end is still allocated at exit, by the
+    // line that made it; the churn was freed.
+    let (_, _, _, _, kept) = top_line(ProfilerOptions {
+        leaks: Some(true),
+        ..Default::default()
+    })
+    .await;
+    let (kept_line, kept_bytes) = kept.expect("what was not freed at exit");
+    assert_eq!(kept_line, Some(6));
+    assert!((5_000_000..5_100_000).contains(&kept_bytes), "{kept_bytes}");
+    let (line, traced, argv, held, kept) = top_line(ProfilerOptions::default()).await;
+    assert!(kept.is_none(), "no leak view unless asked");
     assert!(traced && argv.iter().any(|a| a == "--trace-python-allocators"));
     assert_eq!(line, Some(3));
     let (held_line, held_bytes) = held.expect("what was live at the peak");
@@ -434,7 +456,7 @@ async fn memray_counts_small_python_objects_where_they_are_made() {
         "live at the peak: the buffer, not the churn"
     );
     assert!((5_000_000..5_100_000).contains(&held_bytes), "{held_bytes}");
-    let (line, traced, _, _) = top_line(ProfilerOptions {
+    let (line, traced, _, _, _) = top_line(ProfilerOptions {
         python_allocators: Some(false),
         ..Default::default()
     })

@@ -203,6 +203,14 @@ impl OptionName {
         OptionName::Gpus,
     ];
 
+    /// Its wire name: the `ProfilerOptions` field's (`idle`, `rate_hz`).
+    pub fn wire_name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
     /// The methods that read it. `output_cap_bytes` is read wherever a program is started,
     /// and is in no spec.
     pub fn readers(self) -> Vec<Method> {

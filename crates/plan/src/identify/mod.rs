@@ -122,10 +122,7 @@ impl Build<'_> {
             self.t.asked_options.push(asked);
             self.evidence(format!(
                 "`{word}` asks for the profilers' `{}` switch: set on every step whose method reads it",
-                serde_json::to_value(asked.option())
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default()
+                asked.option().wire_name()
             ));
         }
     }

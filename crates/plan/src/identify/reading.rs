@@ -418,7 +418,7 @@ pub(super) fn read_words(
                         b.asked(w, a);
                     }
                     b.evidence(format!(
-                        "`{w}` read as a focus word, not as an argument of the target (put arguments after `--` to pass it on)"
+                        "`{w}` read as a focus word or a profiler switch, not as an argument of the target (put arguments after `--` to pass it on)"
                     ));
                 } else {
                     r.argv.push(w.clone());

@@ -521,7 +521,7 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
                 .collect();
             notes.push(format!(
                 "`{}` was asked for, but no step of this plan reads it (its readers: {}); add a focus that plans one, or run one with run_profiler",
-                serde_json::to_value(name).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+                name.wire_name(),
                 readers.join(", ")
             ));
         }

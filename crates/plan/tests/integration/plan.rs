@@ -722,6 +722,11 @@ async fn words_ask_for_profiler_switches_on_the_steps_that_read_them() {
         p.notes
     );
 
+    // In Japanese too: リーク asks for memray's leak view.
+    let ja = identify_here("train.py のリーク").await;
+    assert_eq!(ja.asked_options, [AskedOption::Leaks]);
+    assert!(ja.focus.contains(&Focus::Memory));
+
     // After `--` it is the script's argument.
     let passed_on = identify_here("train.py -- idle").await;
     assert!(passed_on.asked_options.is_empty());

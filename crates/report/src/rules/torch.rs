@@ -97,6 +97,9 @@ pub(super) fn hot_torch_operators(inputs: &Inputs) -> Vec<Draft> {
             continue;
         };
         // On a GPU the host's operator time is launch work: other rules read the kernels.
+        if !trace.kernels.is_empty() {
+            continue;
+        }
         // Only torch's compute operators: a collective's time (`gloo:all_reduce`) is waiting
         // for the other ranks, and labels and autograd nodes hold their operators.
         let ops: Vec<CpuOp> = trace
@@ -105,7 +108,7 @@ pub(super) fn hot_torch_operators(inputs: &Inputs) -> Vec<Draft> {
             .filter(|o| o.name.starts_with("aten::"))
             .cloned()
             .collect();
-        let (false, Some(first)) = (!trace.kernels.is_empty(), ops.first()) else {
+        let Some(first) = ops.first() else {
             continue;
         };
         let Some(run_wall_s) = run.wall_s.filter(|w| *w > 0.0) else {

@@ -54,7 +54,9 @@ def main():
         t = time.monotonic()
         out = s.call("summarize", {})
         times.append(time.monotonic() - t)
-    rep = out["report"]
+    # summarize's structured result names the report's data file, report.json.
+    with open(os.path.join(work, out["json_path"])) as fh:
+        rep = json.load(fh)
     ours = statistics.median(times)
     say(f"summarize over stdio: median {ours:.3f} s, min {min(times):.3f} s ({a.repeat} calls; "
         f"{len(rep['runs'])} runs, {len(rep['charts'])} charts, {len(rep['cpu'])} CPU rows)")

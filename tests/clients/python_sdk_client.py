@@ -20,7 +20,7 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 # The server's budget for a result's text (crates/mcp/src/brief.rs, TEXT_BUDGET_BYTES).
-TEXT_BUDGET_BYTES = 6 * 1024
+TEXT_BUDGET_BYTES = 4 * 1024
 
 
 def text_is_result_or_brief(text: str, structured: dict) -> bool:
@@ -73,12 +73,26 @@ async def main(mode: str, binary: str, root: str) -> dict:
         )
         measure = next((s["run_profiler"] for s in p.get("steps", []) if s["method"] == "measure"), None)
         ran = await client.call_tool("run_profiler", measure) if measure else None
+        # run_profiler answers with the run in brief; get_run with its whole record (which the
+        # SDK also checks against get_run's output schema).
+        record = (
+            await client.call_tool("get_run", {"run_id": ran.structured_content["run_id"]})
+            if ran and ran.structured_content
+            else None
+        )
         report = await client.call_tool("summarize", {"lang": "ja"})
         rs = report.structured_content or {}
         # The report's files come back as resource links; read report.md through one.
         links = [c for c in report.content if c.type == "resource_link"]
         md_link = next((l for l in links if str(l.uri).endswith("/report.md")), None)
         md = await client.read_resource(str(md_link.uri)) if md_link else None
+        # The report's data is report.json, one more link: a program reads it there.
+        json_link = next((l for l in links if str(l.uri).endswith("/report.json")), None)
+        report_data = (
+            json.loads((await client.read_resource(str(json_link.uri))).contents[0].text)
+            if json_link
+            else {}
+        )
         listed_resources = await client.list_resources()
         changes = await client.call_tool("list_changes", {})
         reverted = await client.call_tool("revert_changes", {"all": True})
@@ -126,12 +140,19 @@ async def main(mode: str, binary: str, root: str) -> dict:
                 "progress": plan_progress,
             },
             "run_status": (ran.structured_content or {}).get("status") if ran else None,
+            "record": {
+                "is_error": record.is_error if record else None,
+                "status": (record.structured_content or {}).get("status") if record else None,
+                "metrics": sorted(((record.structured_content or {}).get("metrics") or {}).keys())
+                if record
+                else [],
+            },
             "summary": {
                 "is_error": report.is_error,
                 "text": report.content[0].text if report.content else "",
-                "cpu_rows": len((rs.get("report") or {}).get("cpu", [])),
+                "cpu_rows": len(report_data.get("cpu", [])),
                 "markdown_path": rs.get("markdown_path"),
-                "part_b_files": [c["file"] for c in (rs.get("report") or {}).get("changes", {}).get("rows", [])],
+                "part_b_files": [c["file"] for c in report_data.get("changes", {}).get("rows", [])],
                 "links": [str(l.uri) for l in links],
                 "read_markdown_equals": bool(md) and md.contents[0].text == rs.get("markdown"),
             },

@@ -285,11 +285,21 @@ impl Engine {
             default_python: self.config.default_python.clone(),
             helper_timeout: Duration::from_secs(15),
         };
-        let mut target = identify(&input.arguments, &opts, Recipes::builtin()).await;
+        let target = identify(&input.arguments, &opts, Recipes::builtin()).await;
+        Ok(self.keep_target(target))
+    }
+
+    /// The target as this session keeps it: one it holds already keeps its id; any other (a
+    /// new one, or a whole target from another session whose id may name something else
+    /// here) gets the next id.
+    fn keep_target(&self, mut target: Target) -> Target {
         let mut kept = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+        if target.target_id.is_some() && kept.contains(&target) {
+            return target;
+        }
         target.target_id = Some(format!("t{}", kept.len() + 1));
         kept.push(target.clone());
-        Ok(target)
+        target
     }
 
     /// A target this session identified, by its id.
@@ -352,7 +362,7 @@ impl Engine {
                         .filter(|pid| !system_profile_sample::proc::exists(*pid))
                         .collect();
                     if gone.is_empty() {
-                        *t
+                        self.keep_target(*t)
                     } else {
                         stale =
                             Some(format!(

@@ -1,5 +1,5 @@
-//! The text a model reads of a tool's result. `structuredContent` carries the whole result
-//! for programs; the text block is the same JSON when it is small, and otherwise a brief of it
+//! The text a model reads of a tool's result, made from the whole result (`structuredContent`
+//! is what the tool's output schema says: see `ToolDef::structured`); the text block is the same JSON when it is small, and otherwise a brief of it
 //! that fits `TEXT_BUDGET_BYTES` (about 2,000 tokens): the same keys, long lists cut to their
 //! first items and long strings to their start, each cut said where it is, and a `_brief` line
 //! that says where the whole is. Our own helper's diff is named, never shown (the user's file
@@ -9,10 +9,12 @@
 use serde_json::{json, Map, Value};
 
 /// Most bytes of a result's text (JSON is about 3.3 bytes a token).
-pub const TEXT_BUDGET_BYTES: usize = 6 * 1024;
+/// 4 KiB keeps a six-step session's results within 10,000 tokens (BENCHMARKS.md, "Context
+/// size"): a run record's key figures and top rows fit, its long lists are cut.
+pub const TEXT_BUDGET_BYTES: usize = 4 * 1024;
 
 /// Most bytes of a report's Markdown in the text (Markdown is about 3.2 bytes a token).
-pub const MARKDOWN_BUDGET_BYTES: usize = 8 * 1024;
+pub const MARKDOWN_BUDGET_BYTES: usize = 7 * 1024;
 
 /// Characters of an output tail the text keeps (its end, where the error usually is).
 const TAIL_CHARS: usize = 1000;
@@ -47,6 +49,8 @@ pub fn json_brief(result: &Value) -> String {
         return whole;
     }
     let mut smallest = String::new();
+    // A brief says it is one, so its figures may be read to four places.
+    round_floats(&mut v);
     for (items, chars) in [(20, 2000), (10, 600), (5, 240), (3, 120), (1, 60)] {
         let mut b = v.clone();
         shrink(&mut b, items, chars);
@@ -148,12 +152,262 @@ pub fn markdown_brief(md: &str, path: &str) -> String {
     out
 }
 
+/// A plan's text: whole when it fits; else what the agent acts on, every step kept with its
+/// `run_profiler` arguments whole (they are passed on as they are), and the prose about each
+/// step (why, overhead note, families, artifacts, metrics) left to the whole plan. A fallback
+/// whose arguments are its step's with another `profiler` (and its own `options`) is given by
+/// its method and options. A plan of many steps may pass the budget rather than lose one.
+pub fn plan_brief(plan: &Value) -> String {
+    let whole = plan.to_string();
+    if whole.len() <= TEXT_BUDGET_BYTES {
+        return whole;
+    }
+    let mut b = keys_of(plan, &["target", "focus", "focus_source"]);
+    if let Some(id) = plan.pointer("/recipe/id") {
+        b.insert("recipe".into(), id.clone());
+    }
+    if let Some(Value::Array(coverage)) = plan.get("coverage") {
+        let by_family: Map<String, Value> = coverage
+            .iter()
+            .filter_map(|c| Some((c["family"].as_str()?.to_string(), c["status"].clone())))
+            .collect();
+        b.insert("coverage".into(), Value::Object(by_family));
+    }
+    let steps: Vec<Value> = plan["steps"]
+        .as_array()
+        .map(|s| s.iter().map(step_brief).collect())
+        .unwrap_or_default();
+    b.insert("steps".into(), Value::Array(steps));
+    if let Some(Value::Array(skipped)) = plan.get("skipped") {
+        let kept = skipped
+            .iter()
+            .map(|s| {
+                let mut k = Map::new();
+                for key in ["method", "reason", "fix"] {
+                    match &s[key] {
+                        Value::String(t) if t.chars().count() > 160 => {
+                            k.insert(key.into(), json!(cut(t, 160)));
+                        }
+                        Value::Null => {}
+                        x => {
+                            k.insert(key.into(), x.clone());
+                        }
+                    }
+                }
+                Value::Object(k)
+            })
+            .collect();
+        b.insert("skipped".into(), Value::Array(kept));
+    }
+    b.extend(keys_of(
+        plan,
+        &[
+            "instrumentation",
+            "estimated_wall_s",
+            "time_budget_s",
+            "needs_clarification",
+            "questions",
+            "notes",
+        ],
+    ));
+    let mut v = Value::Object(b);
+    round_floats(&mut v);
+    let Value::Object(m) = &mut v else {
+        unreachable!()
+    };
+    m.insert(
+        "_brief".into(),
+        json!(format!(
+            "{} bytes in brief (each step's why, overhead note, families, artifacts and metrics left out; \
+             a fallback given by method is its step's arguments with that `profiler` and its `options`, if any); \
+             the whole plan: plan_profile again with \"detail\": \"full\"",
+            whole.len()
+        )),
+    );
+    v.to_string()
+}
+
+/// `detect_tools`' text: whole when it fits; else every tool kept, by its id, whether it is
+/// usable here, its version, and why not with the fix (what a plan needs), with the machine
+/// as detected; paths and probe timings are left to the whole.
+pub fn detect_brief(report: &Value) -> String {
+    let whole = report.to_string();
+    if whole.len() <= TEXT_BUDGET_BYTES {
+        return whole;
+    }
+    let Value::Object(all) = report else {
+        return json_brief(report);
+    };
+    let mut b = Map::new();
+    for (key, x) in all {
+        match key.as_str() {
+            "tools" => {
+                let tools: Map<String, Value> = x
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| Some((t["id"].as_str()?.to_string(), json!(tool_line(t)))))
+                    .collect();
+                b.insert(key.clone(), Value::Object(tools));
+            }
+            "probe_wall_ms" | "detected_at_unix_s" => {}
+            "hardware" => {
+                let mut h = x.clone();
+                if let Some(Value::String(r)) = h.pointer_mut("/gpu/reason") {
+                    *r = short_text(r, 120);
+                }
+                b.insert(key.clone(), h);
+            }
+            _ => {
+                b.insert(key.clone(), x.clone());
+            }
+        }
+    }
+    let mut v = Value::Object(b);
+    round_floats(&mut v);
+    if let Value::Object(m) = &mut v {
+        m.insert(
+            "_brief".into(),
+            json!(format!(
+                "{} bytes in brief (a tool a line: usable and its version, or why not and the fix); \
+                 the whole: \"detail\": \"full\"",
+                whole.len()
+            )),
+        );
+    }
+    v.to_string()
+}
+
+/// One tool in a line: `usable 0.4.3; <notes>` or `not usable: <reason>; fix: <hint>`.
+fn tool_line(tool: &Value) -> String {
+    let short = |v: &Value| v.as_str().map(|t| short_text(t, 100));
+    let mut line = if tool["usable"] == true {
+        match tool["version"].as_str() {
+            Some(v) => format!("usable {v}"),
+            None => "usable".to_string(),
+        }
+    } else {
+        let mut l = format!(
+            "not usable: {}",
+            short(&tool["reason"]).unwrap_or_else(|| "no reason given".into())
+        );
+        if let Some(hint) = short(&tool["install_hint"]) {
+            l.push_str(&format!("; fix: {hint}"));
+        }
+        l
+    };
+    for note in tool["notes"].as_array().into_iter().flatten() {
+        if let Some(n) = short(note) {
+            line.push_str(&format!("; {n}"));
+        }
+    }
+    line
+}
+
+fn short_text(t: &str, chars: usize) -> String {
+    if t.chars().count() > chars {
+        cut(t, chars)
+    } else {
+        t.to_string()
+    }
+}
+
+/// These keys of an object, those it has, in this order.
+fn keys_of(from: &Value, keys: &[&str]) -> Map<String, Value> {
+    keys.iter()
+        .filter_map(|k| Some((k.to_string(), from.get(*k)?.clone())))
+        .collect()
+}
+
+fn step_brief(step: &Value) -> Value {
+    let mut k = keys_of(
+        step,
+        &[
+            "id",
+            "method",
+            "title",
+            "overhead",
+            "estimated_s",
+            "alongside",
+            "instead_of",
+            "run_profiler",
+        ],
+    );
+    let args = &step["run_profiler"];
+    if let Some(Value::Array(fallbacks)) = step.get("fallbacks") {
+        let kept = fallbacks
+            .iter()
+            .map(|f| {
+                let theirs = &f["run_profiler"];
+                let mut same = args.clone();
+                if let Value::Object(s) = &mut same {
+                    s.insert("profiler".into(), theirs["profiler"].clone());
+                    match theirs.get("options") {
+                        Some(o) => s.insert("options".into(), o.clone()),
+                        None => s.remove("options"),
+                    };
+                }
+                if &same == theirs {
+                    let mut by_method = json!({"method": f["method"]});
+                    if let Some(o) = theirs.get("options") {
+                        by_method["options"] = o.clone();
+                    }
+                    by_method
+                } else {
+                    json!({"method": f["method"], "run_profiler": theirs})
+                }
+            })
+            .collect();
+        k.insert("fallbacks".into(), Value::Array(kept));
+    }
+    Value::Object(k)
+}
+
+/// Fractions as a reader uses them: three decimals from 1 up (a Unix time keeps its
+/// milliseconds), three significant digits below. Integers (bytes, counts) stay exact.
+fn round_floats(v: &mut Value) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let Some(x) = n.as_f64() else { return };
+            let places = if x.abs() >= 1.0 || x == 0.0 {
+                3
+            } else {
+                // 0.0123 → 2 leading zeros → 4 places for 3 significant digits.
+                (2 - x.abs().log10().floor() as i32).clamp(3, 12)
+            };
+            let scale = 10f64.powi(places);
+            if let Some(r) = serde_json::Number::from_f64((x * scale).round() / scale) {
+                *n = r;
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(round_floats),
+        Value::Object(m) => m.values_mut().for_each(round_floats),
+        _ => {}
+    }
+}
+
+/// A brief whose whole is a file (a report's `report.json`): its note names the file.
+pub fn whole_is_in(text: String, path: &str) -> String {
+    let Ok(Value::Object(mut m)) = serde_json::from_str::<Value>(&text) else {
+        return text;
+    };
+    let Some(Value::String(said)) = m.get("_brief") else {
+        return text;
+    };
+    let what = said.split("; the whole").next().unwrap_or(said).to_string();
+    m.insert(
+        "_brief".into(),
+        json!(format!("{what}; the whole: `{path}`")),
+    );
+    Value::Object(m).to_string()
+}
+
 /// Where the whole result is, as the last key of the brief.
 fn note(brief: &mut Value, whole: &Value, what: &str) {
     let Value::Object(m) = brief else { return };
     let where_whole = match whole.get("run_id").and_then(Value::as_str) {
         Some(id) if whole.get("metrics").is_some() => format!(
-            "the whole record: structuredContent, or get_run {{\"run_id\": \"{id}\", \"detail\": \"full\"}}"
+            "the whole record: get_run {{\"run_id\": \"{id}\", \"detail\": \"full\"}} (its structuredContent is the record)"
         ),
         _ => "the whole result: structuredContent, or a read-only tool called again with \"detail\": \"full\"".to_string(),
     };
@@ -258,6 +512,82 @@ fn printable_tails(v: &mut Value, max_chars: Option<usize>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_brief_keeps_every_step_and_its_arguments_whole() {
+        let args = |profiler: &str| {
+            json!({"profiler": profiler, "target": {"command": ["python3", "work.py", "--n", "3"]},
+                   "cwd": "/srv/app", "options": {"rate_hz": 100.0}, "label": "hotspots"})
+        };
+        let steps: Vec<Value> = (1..=8)
+            .map(|i| {
+                let mut other = args("cprofile");
+                other["label"] = json!("another label");
+                json!({"id": format!("s{i}"), "method": "py_spy_record", "title": "py-spy",
+                       "why": "x".repeat(600), "overhead": "low", "families": ["cpu_hotspots"],
+                       "run_profiler": args("py_spy_record"),
+                       "fallbacks": [
+                           {"method": "pyinstrument", "run_profiler": args("pyinstrument")},
+                           {"method": "cprofile", "run_profiler": other}]})
+            })
+            .collect();
+        let plan = json!({"target": {"target_id": "t1"}, "recipe": {"id": "python_program"},
+                          "steps": steps, "questions": []});
+        let text = plan_brief(&plan);
+        // Eight steps with their arguments: over the budget rather than a step short, and
+        // within the 8 KiB a result's text may take.
+        assert!(text.len() <= 8 * 1024, "{} bytes", text.len());
+        assert!(text.len() < plan.to_string().len() / 2, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["recipe"], "python_program");
+        let kept = v["steps"].as_array().unwrap();
+        assert_eq!(kept.len(), 8);
+        for s in kept {
+            assert_eq!(s["run_profiler"], args("py_spy_record"));
+            assert!(s.get("why").is_none());
+            // Same arguments but the profiler: by method; others: whole.
+            assert_eq!(
+                s["fallbacks"][0],
+                json!({"method": "pyinstrument", "options": {"rate_hz": 100.0}})
+            );
+            assert_eq!(s["fallbacks"][1]["run_profiler"]["label"], "another label");
+        }
+        assert!(v["_brief"]
+            .as_str()
+            .unwrap()
+            .contains("\"detail\": \"full\""));
+        // A plan that fits is given whole.
+        let small = json!({"steps": [], "questions": ["which?"]});
+        assert_eq!(plan_brief(&small), small.to_string());
+    }
+
+    #[test]
+    fn a_brief_rounds_fractions_and_keeps_integers() {
+        let mut v = json!({"wall_s": 7.703715806, "share": 0.0123456, "at": 1796588173.17508,
+                           "bytes": 2017175415u64, "none": 0.0, "neg": -2.50049});
+        round_floats(&mut v);
+        assert_eq!(
+            v,
+            json!({"wall_s": 7.704, "share": 0.0123, "at": 1796588173.175,
+                   "bytes": 2017175415u64, "none": 0.0, "neg": -2.5})
+        );
+    }
+
+    #[test]
+    fn a_report_brief_names_its_file_as_the_whole() {
+        let report = json!({"rows": (0..2000).map(|i| json!({"i": i})).collect::<Vec<_>>()});
+        let text = whole_is_in(json_brief(&report), "profile_output/s/report.json");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let said = v["_brief"].as_str().unwrap();
+        assert!(
+            said.ends_with("the whole: `profile_output/s/report.json`"),
+            "{said}"
+        );
+        assert!(said.contains("in brief"), "{said}");
+        assert!(!said.contains("structuredContent"), "{said}");
+        // A text that is not a brief is left as it is.
+        assert_eq!(whole_is_in("{\"a\":1}".into(), "x"), "{\"a\":1}");
+    }
 
     #[test]
     fn a_long_report_keeps_its_conclusions_and_names_what_it_left_out() {

@@ -170,9 +170,20 @@ async fn tools_call(params: Params<'static>, state: Arc<ServerState>) -> Answer 
             };
             let mut content = vec![json!({ "type": "text", "text": text })];
             content.extend(resources::links(&state.engine.config().root, &value));
-            body.insert("content".into(), Value::Array(content));
-            body.insert("structuredContent".into(), value);
-            body.insert("isError".into(), json!(false));
+            match tool.structured(value) {
+                Ok(structured) => {
+                    body.insert("content".into(), Value::Array(content));
+                    body.insert("structuredContent".into(), structured);
+                    body.insert("isError".into(), json!(false));
+                }
+                Err(e) => {
+                    body.insert(
+                        "content".into(),
+                        json!([{ "type": "text", "text": e.message() }]),
+                    );
+                    body.insert("isError".into(), json!(true));
+                }
+            }
         }
         // Argument and execution failures are tool results, so the model can read and retry.
         Err(e) => {

@@ -13,10 +13,10 @@ use system_profile_model::instrument::{
     ChangeList, InstrumentFileInput, InstrumentRecord, InstrumentResult, Ledger, ListChangesInput,
     RevertChangesInput, RevertResult,
 };
-use system_profile_model::plan::{Plan, PlanProfileInput};
+use system_profile_model::plan::{Plan, PlanProfileInput, TargetRef};
 use system_profile_model::recipe::Recipe;
 use system_profile_model::report::{
-    CompareInput, CompareOutput, Report, SummarizeInput, SummarizeOutput,
+    CompareInput, CompareOutput, Report, ReportWritten, SummarizeInput, SummarizeOutput,
 };
 use system_profile_model::run::{
     CancelRunInput, GetRunInput, ListRunsInput, RunBrief, RunIndex, RunProfilerInput, RunRecord,
@@ -48,6 +48,11 @@ pub struct ToolDef {
     call: CallFn,
     /// The text content of a result (default: the JSON itself).
     text: fn(&Value) -> String,
+    /// What `structuredContent` carries of the result, as `output_schema` says (default: the
+    /// whole). A result stored whole elsewhere (a run record, a report) is given in brief so
+    /// that `tools/list` does not serve its schema twice; the text and the resource links are
+    /// made from the whole, and a plain JSON-RPC call of the tool answers with the whole.
+    structured: fn(Value) -> Result<Value, ToolError>,
     /// `$defs` of the input that another tool's result fills whole (a `Target`): `tools/list`
     /// shows them as a plain object with this line, not their every field.
     opaque_inputs: &'static [(&'static str, &'static str)],
@@ -75,6 +80,11 @@ impl ToolDef {
     /// The result as the text content block carries it.
     pub fn text(&self, result: &Value) -> String {
         (self.text)(result)
+    }
+
+    /// The result as `structuredContent` carries it.
+    pub fn structured(&self, result: Value) -> Result<Value, ToolError> {
+        (self.structured)(result)
     }
 
     /// The tool as `tools/list` describes it: schemas sized for a model (see `lean`).
@@ -317,15 +327,58 @@ tool_call!(compare_call, CompareInput, |engine, input, progress| engine
     .compare(input)
     .await?);
 
+fn whole(result: Value) -> Result<Value, ToolError> {
+    Ok(result)
+}
+
+/// Re-read a tool's whole result as `T`, to give it in another shape.
+fn as_type<T: DeserializeOwned>(result: Value) -> Result<T, ToolError> {
+    serde_json::from_value(result).map_err(|e| ToolError {
+        kind: ToolErrorKind::Failed,
+        message: format!("could not re-read the result: {e}"),
+    })
+}
+
+/// A run in brief; `get_run` has its record.
+fn run_in_brief(result: Value) -> Result<Value, ToolError> {
+    to_value(&RunBrief::from(&as_type::<RunRecord>(result)?))
+}
+
+/// The plan with its target by id: the client holds identify_target's answer.
+fn plan_naming_its_target(mut result: Value) -> Result<Value, ToolError> {
+    let target = as_type::<Target>(result["target"].take())?;
+    result["target"] = to_value(&TargetRef::from(&target))?;
+    // Checked as the schema says, so that a field added to `Plan` is not missed here.
+    to_value(&as_type::<Plan<TargetRef>>(result)?)
+}
+
+/// The report's Markdown and files; its data is `report.json`.
+fn report_in_its_files(result: Value) -> Result<Value, ToolError> {
+    to_value(&ReportWritten::from(as_type::<SummarizeOutput>(result)?))
+}
+
 fn json_text(result: &Value) -> String {
     crate::brief::json_brief(result)
 }
 
 /// A report's text: its Markdown, or with `format: json` the report (or the deltas) as JSON.
+/// The plan as its structured content gives it (its target by id): the model holds the target.
+fn plan_text(result: &Value) -> String {
+    match plan_naming_its_target(result.clone()) {
+        Ok(plan) => crate::brief::plan_brief(&plan),
+        Err(_) => json_text(result),
+    }
+}
+
 fn report_text(result: &Value) -> String {
     if result["format"] == "json" {
         let data = result.get("report").unwrap_or(&result["deltas"]);
-        return crate::brief::json_brief(data);
+        let text = crate::brief::json_brief(data);
+        // summarize's structuredContent names the report's file, which holds it whole.
+        return match result["json_path"].as_str() {
+            Some(path) => crate::brief::whole_is_in(text, path),
+            None => text,
+        };
     }
     match result["markdown"].as_str() {
         Some(md) => {
@@ -357,6 +410,7 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<Target>,
         call: identify_target_call,
         text: json_text,
+        structured: whole,
         opaque_inputs: &[],
     },
     ToolDef {
@@ -372,7 +426,8 @@ static TOOLS: [ToolDef; 13] = [
         input_schema: schema_of::<DetectToolsInput>,
         output_schema: schema_of::<DetectReport>,
         call: detect_tools_call,
-        text: json_text,
+        text: crate::brief::detect_brief,
+        structured: whole,
         opaque_inputs: &[],
     },
     ToolDef {
@@ -386,9 +441,10 @@ static TOOLS: [ToolDef; 13] = [
             open_world: false,
         },
         input_schema: schema_of::<PlanProfileInput>,
-        output_schema: schema_of::<Plan>,
+        output_schema: schema_of::<Plan<TargetRef>>,
         call: plan_profile_call,
-        text: json_text,
+        text: plan_text,
+        structured: plan_naming_its_target,
         opaque_inputs: &[("Target", "the whole target as identify_target returned it (target_id is shorter)")],
     },
     ToolDef {
@@ -402,9 +458,10 @@ static TOOLS: [ToolDef; 13] = [
             open_world: false,
         },
         input_schema: schema_of::<RunProfilerInput>,
-        output_schema: schema_of::<RunRecord>,
+        output_schema: schema_of::<RunBrief>,
         call: run_profiler_call,
         text: json_text,
+        structured: run_in_brief,
         opaque_inputs: &[],
     },
     ToolDef {
@@ -416,6 +473,7 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<RunRecord>,
         call: get_run_call,
         text: json_text,
+        structured: whole,
         opaque_inputs: &[],
     },
     ToolDef {
@@ -427,6 +485,7 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<RunIndex>,
         call: list_runs_call,
         text: json_text,
+        structured: whole,
         opaque_inputs: &[],
     },
     ToolDef {
@@ -443,6 +502,7 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<RunBrief>,
         call: cancel_run_call,
         text: json_text,
+        structured: whole,
         opaque_inputs: &[],
     },
     ToolDef {
@@ -454,6 +514,7 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<TraceReport>,
         call: analyze_trace_call,
         text: json_text,
+        structured: whole,
         opaque_inputs: &[],
     },
     ToolDef {
@@ -470,6 +531,7 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<InstrumentResult>,
         call: instrument_file_call,
         text: json_text,
+        structured: whole,
         opaque_inputs: &[],
     },
     ToolDef {
@@ -481,6 +543,7 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<ChangeList>,
         call: list_changes_call,
         text: json_text,
+        structured: whole,
         opaque_inputs: &[],
     },
     ToolDef {
@@ -497,6 +560,7 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<RevertResult>,
         call: revert_changes_call,
         text: json_text,
+        structured: whole,
         opaque_inputs: &[],
     },
     ToolDef {
@@ -510,9 +574,10 @@ static TOOLS: [ToolDef; 13] = [
             open_world: false,
         },
         input_schema: schema_of::<SummarizeInput>,
-        output_schema: schema_of::<SummarizeOutput>,
+        output_schema: schema_of::<ReportWritten>,
         call: summarize_call,
         text: report_text,
+        structured: report_in_its_files,
         opaque_inputs: &[],
     },
     ToolDef {
@@ -529,6 +594,7 @@ static TOOLS: [ToolDef; 13] = [
         output_schema: schema_of::<CompareOutput>,
         call: compare_call,
         text: report_text,
+        structured: whole,
         opaque_inputs: &[],
     },
 ];

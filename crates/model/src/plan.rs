@@ -163,6 +163,27 @@ pub struct FamilyCoverage {
     pub reason: Option<String>,
 }
 
+/// A target named by the id this server's session keeps it under.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TargetRef {
+    /// What `run_profiler` takes as `{"target_id": …}`.
+    pub target_id: String,
+    pub kind: crate::target::TargetKind,
+    /// One line saying what the target is.
+    pub summary: String,
+}
+
+impl From<&Target> for TargetRef {
+    /// `target_id` is set by the session that kept the target (empty when none did).
+    fn from(t: &Target) -> Self {
+        TargetRef {
+            target_id: t.target_id.clone().unwrap_or_default(),
+            kind: t.kind,
+            summary: t.summary.clone(),
+        }
+    }
+}
+
 /// The detection the plan rests on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DetectionUsed {
@@ -173,10 +194,11 @@ pub struct DetectionUsed {
     pub detected_at_unix_s: f64,
 }
 
-/// Output of `plan_profile`.
+/// Output of `plan_profile`. `T` is how the plan holds its target: whole (`Target`), or as
+/// MCP clients get it, by id (`TargetRef`: they hold identify_target's answer already).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Plan {
-    pub target: Target,
+pub struct Plan<T = Target> {
+    pub target: T,
     /// Absent when the target is not resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recipe: Option<RecipeRef>,

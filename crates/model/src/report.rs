@@ -758,6 +758,31 @@ pub struct SummarizeOutput {
     pub format: ReportFormat,
 }
 
+/// What `summarize` answers an MCP client with: the report's Markdown and where both files
+/// are. The report's data is `report.json` (a resource), kept out of the answer so that the
+/// tool's output schema does not repeat the whole report's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReportWritten {
+    /// The report as Markdown (what `report.md` holds).
+    pub markdown: String,
+    /// `report.md` and `report.json`, relative to the root.
+    pub markdown_path: String,
+    pub json_path: String,
+    /// What the call's text content carries: the Markdown, or the report as JSON.
+    pub format: ReportFormat,
+}
+
+impl From<SummarizeOutput> for ReportWritten {
+    fn from(o: SummarizeOutput) -> Self {
+        ReportWritten {
+            markdown: o.markdown,
+            markdown_path: o.markdown_path,
+            json_path: o.json_path,
+            format: o.format,
+        }
+    }
+}
+
 /// One side of a comparison: a session, or some of its runs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -748,10 +748,13 @@ pub struct RunIndex {
     pub runs: Vec<RunBrief>,
 }
 
-/// One run in brief: which it is, on what, and how it went.
+/// One run in brief: which it is, on what, and how it went. `run_profiler`, `cancel_run` and
+/// `list_runs` answer with it; `get_run` has the whole record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunBrief {
     pub run_id: String,
+    /// The session folder the run is in (under `profile_output/`).
+    pub session: String,
     pub profiler: Method,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
@@ -774,6 +777,7 @@ impl From<&RunRecord> for RunBrief {
     fn from(r: &RunRecord) -> Self {
         RunBrief {
             run_id: r.run_id.clone(),
+            session: r.session.clone(),
             profiler: r.profiler,
             label: r.label.clone(),
             status: r.status,

@@ -82,6 +82,16 @@ fn assert_detect_through_sdk(r: &Value) {
     assert!(methods.contains(&"memray"), "{methods:?}");
     // The measure step ran as planned and summarize reported it, in Japanese, as Markdown.
     assert_eq!(r["run_status"], "completed", "{r}");
+    let record = &r["record"];
+    assert_eq!(record["is_error"], false, "{record}");
+    assert_eq!(record["status"], "completed", "{record}");
+    assert!(
+        record["metrics"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("time_v")),
+        "{record}"
+    );
     let s = &r["summary"];
     assert_eq!(s["is_error"], false, "{s}");
     let text = s["text"].as_str().unwrap();

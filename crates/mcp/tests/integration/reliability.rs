@@ -234,7 +234,7 @@ fn secrets_in_the_environment_reach_the_child_but_not_the_records() {
                 "env": {"HF_TOKEN": "hf_s3cr3t", "OPENAI_API_KEY": "sk-s3cr3t", "MODE": "fast"}}}})
         .to_string(),
     );
-    let rec = &r["result"]["structuredContent"];
+    let rec = &s.record_of(&r);
     assert_eq!(rec["status"], "completed", "{r}");
     // The child got the real values (a file of its own says so); the record's tail and the
     // stdout.txt we keep are scrubbed of them.
@@ -303,7 +303,7 @@ fn an_output_flood_keeps_the_server_small_and_the_disk_capped() {
         .to_string(),
         Duration::from_secs(330),
     );
-    let rec = &r["result"]["structuredContent"];
+    let rec = &s.record_of(&r);
     assert_eq!(rec["status"], "completed", "{r}");
     let dir = s.root.path().join(rec["dir"].as_str().unwrap());
     assert_eq!(
@@ -467,7 +467,7 @@ fn children_that_ignore_sigterm_or_leave_the_group_do_not_outlive_their_run() {
         wait_until(Duration::from_secs(5), || pids.iter().all(|p| !alive(*p))),
         "left behind: {pids:?}"
     );
-    let warnings = r["result"]["structuredContent"]["warnings"].to_string();
+    let warnings = s.record_of(&r)["warnings"].to_string();
     assert!(warnings.contains("killed"), "{warnings}");
 }
 
@@ -771,7 +771,7 @@ fn arguments_are_never_a_shell_string_unless_asked() {
             "arguments": {"profiler": "custom", "target": {"command": ["echo", hostile]}}}})
         .to_string(),
     );
-    let rec = &r["result"]["structuredContent"];
+    let rec = &s.record_of(&r);
     assert_eq!(rec["status"], "completed", "{r}");
     // echo got the text as one argument, and nothing of it ran.
     assert_eq!(rec["stdout_tail"], format!("{hostile}\n"));
@@ -788,9 +788,6 @@ fn arguments_are_never_a_shell_string_unless_asked() {
                           "target": {"command": ["touch asked-for && echo ok"], "shell": true}}}})
         .to_string(),
     );
-    assert_eq!(
-        r["result"]["structuredContent"]["stdout_tail"], "ok\n",
-        "{r}"
-    );
+    assert_eq!(s.record_of(&r)["stdout_tail"], "ok\n", "{r}");
     assert!(root.join("asked-for").exists());
 }

@@ -216,7 +216,7 @@ fn runs_in_the_foreground_and_the_background_with_a_manifest() {
         }
     };
     assert_eq!(r["result"]["isError"], false, "{r}");
-    let run = &r["result"]["structuredContent"];
+    let run = &s.record_of(&r);
     assert_eq!(run["status"], "completed", "{run}");
     assert_eq!(run["label"], "first");
     assert!(run["metrics"]["time_v"]["max_rss_bytes"].as_u64().unwrap() > 20 << 20);
@@ -391,7 +391,7 @@ fn every_step_of_a_plan_runs_as_planned() {
         let r = call(&mut s, 10 + i as u64, "run_profiler", args);
         let method = step["method"].as_str().unwrap().to_string();
         assert_eq!(r["result"]["isError"], false, "{method}: {r}");
-        let run = &r["result"]["structuredContent"];
+        let run = &s.record_of(&r);
         assert_eq!(run["status"], "completed", "{method}: {run}");
         assert!(
             run["metrics"].as_object().is_some_and(|m| !m.is_empty()),

@@ -144,6 +144,21 @@ impl Server {
         self.recv_within(deadline)
     }
 
+    /// The whole record of the run a `run_profiler` answer names: `run_profiler` answers with
+    /// the run in brief, `get_run` with its record.
+    pub fn record_of(&mut self, run_answer: &Value) -> Value {
+        let run_id = run_answer["result"]["structuredContent"]["run_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a run id in {run_answer}"))
+            .to_string();
+        let r = self.ask(
+            &serde_json::json!({"jsonrpc": "2.0", "id": 9_000, "method": "tools/call",
+                "params": {"name": "get_run", "arguments": {"run_id": run_id}}})
+            .to_string(),
+        );
+        r["result"]["structuredContent"].clone()
+    }
+
     /// The server's stdin, for a writer of its own (this `Server` then sends nothing).
     pub fn take_stdin(&mut self) -> ChildStdin {
         self.stdin.take().expect("stdin open")

@@ -592,6 +592,7 @@ impl Engine {
             run_id: run_id.clone(),
             session: self.runs.session().to_string(),
             profiler: input.profiler,
+            observers: input.options.observers.clone(),
             label: input.label.clone(),
             status: RunStatus::Running,
             target: secrets::scrub_target(&scrubber, &input.target),

@@ -10,22 +10,27 @@ impl Engine {
     /// tool detection calls usable is run from where it was found. `None` when nothing needs
     /// adding. The change is in the run's recorded `env`.
     pub(crate) async fn path_with_tool(&self, input: &RunProfilerInput) -> Option<String> {
-        let tool = input.profiler.spec().tool?;
+        // The method's own tool, and those of the methods observing its run.
+        let tools: Vec<&str> = std::iter::once(input.profiler)
+            .chain(input.options.observers.iter().copied())
+            .filter_map(|m| m.spec().tool)
+            .collect();
         let found: Vec<String> = {
             let cache = self.detect_cache.lock().await;
             cache
                 .values()
                 .flat_map(|r| r.tools.iter())
-                .filter(|t| t.id == tool && t.usable)
+                .filter(|t| tools.contains(&t.id.as_str()) && t.usable)
                 .filter_map(|t| t.path.clone())
                 .collect()
         };
-        let run_path = input
+        let given = input
             .env
             .get("PATH")
             .cloned()
             .or_else(|| std::env::var("PATH").ok())
             .unwrap_or_default();
+        let mut run_path = given.clone();
         for found in found {
             let found = std::path::Path::new(&found);
             let (Some(dir), Some(program)) = (found.parent(), found.file_name()) else {
@@ -39,11 +44,11 @@ impl Engine {
             if !on_path {
                 let mut dirs = vec![dir.to_path_buf()];
                 dirs.extend(std::env::split_paths(&run_path));
-                return std::env::join_paths(dirs)
-                    .ok()
-                    .map(|p| p.to_string_lossy().into_owned());
+                if let Ok(p) = std::env::join_paths(dirs) {
+                    run_path = p.to_string_lossy().into_owned();
+                }
             }
         }
-        None
+        (run_path != given).then_some(run_path)
     }
 }

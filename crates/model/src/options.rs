@@ -83,6 +83,12 @@ pub struct ProfilerOptions {
     /// `false` turns it off, `true` makes its absence a warning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<bool>,
+    /// Methods that observe this same run from outside without changing it, so the program
+    /// runs once for all: `py_spy_record` (attached by PID, non-blocking: it never pauses the
+    /// program) and `perf_stat` (counting the started command's tree). Their metrics and
+    /// files are in this run's record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observers: Vec<Method>,
     /// GPU indices to sample; empty means every GPU.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<u32>,
@@ -175,10 +181,11 @@ pub enum OptionName {
     NsysTrace,
     Gpu,
     Gpus,
+    Observers,
 }
 
 impl OptionName {
-    pub const ALL: [OptionName; 22] = [
+    pub const ALL: [OptionName; 23] = [
         OptionName::RateHz,
         OptionName::IntervalS,
         OptionName::OutputCapBytes,
@@ -201,6 +208,7 @@ impl OptionName {
         OptionName::NsysTrace,
         OptionName::Gpu,
         OptionName::Gpus,
+        OptionName::Observers,
     ];
 
     /// Its wire name: the `ProfilerOptions` field's (`idle`, `rate_hz`).
@@ -253,6 +261,7 @@ impl ProfilerOptions {
                 OptionName::NsysTrace => o.nsys_trace = self.nsys_trace.clone(),
                 OptionName::Gpu => o.gpu = self.gpu,
                 OptionName::Gpus => o.gpus = self.gpus.clone(),
+                OptionName::Observers => o.observers = self.observers.clone(),
             }
         }
         o
@@ -331,6 +340,7 @@ mod tests {
             nsys_trace: vec!["cuda".into()],
             gpu: Some(true),
             gpus: vec![0],
+            observers: vec![crate::run::Method::PySpyRecord],
         }
     }
 

@@ -63,6 +63,9 @@ pub struct Source {
 pub struct RunRef {
     pub run_id: String,
     pub profiler: Method,
+    /// Methods that observed the same run (py-spy, perf stat on `measure`'s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observers: Vec<Method>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     /// `completed`, `failed`, ...

@@ -386,10 +386,10 @@ const SPECS: &[MethodSpec] = &[
         families: &[F::CpuUtilization, F::ContextSwitches, F::CpuMemory, F::SyscallsIo], overhead: Negligible,
         "under 1% of a core at 100 Hz for a 10-process tree: reads /proc from outside",
         artifacts: [(ProcfsJsonl, "procfs.jsonl")], metrics: &["cpu_utilization", "rss_peak_bytes", "voluntary_ctx_switches", "involuntary_ctx_switches", "read_bytes", "write_bytes", "threads"]),
-    spec!(Measure, tool: Some("time"), modes: &[Launch], python_only: false, gpu: false, torch: false, function: false, options: [RateHz, Gpu, Gpus],
+    spec!(Measure, tool: Some("time"), modes: &[Launch], python_only: false, gpu: false, torch: false, function: false, options: [RateHz, Gpu, Gpus, Observers, Events, Native, Gil, Idle],
         families: &[F::CpuUtilization, F::ContextSwitches, F::CpuMemory, F::SyscallsIo], overhead: Negligible,
-        "under 1%: rusage at exit plus the /proc sampler",
-        artifacts: [(TimeV, "time-v.txt"), (ProcfsJsonl, "procfs.jsonl"), (NvmlJsonl, "nvml.jsonl")], metrics: &["wall_s", "cpu_percent", "max_rss_bytes", "voluntary_ctx_switches", "involuntary_ctx_switches", "rss_timeline"], subsumes: [TimeV, ProcfsSampler]),
+        "under 1%: rusage at exit plus the /proc sampler (observers add theirs: py-spy about 1%, perf stat under 1%)",
+        artifacts: [(TimeV, "time-v.txt"), (ProcfsJsonl, "procfs.jsonl"), (NvmlJsonl, "nvml.jsonl"), (Folded, "py-spy.folded"), (FlamegraphSvg, "flamegraph.svg"), (PerfStatCsv, "perf-stat.csv")], metrics: &["wall_s", "cpu_percent", "max_rss_bytes", "voluntary_ctx_switches", "involuntary_ctx_switches", "rss_timeline"], subsumes: [TimeV, ProcfsSampler]),
     spec!(Custom, tool: None, modes: &[Launch], python_only: false, gpu: false, torch: false, function: false, options: [],
         families: &[], overhead: Negligible,
         "whatever the command costs",
@@ -473,6 +473,27 @@ impl Method {
     /// The id used on the wire (`py_spy_record`).
     pub fn id(self) -> String {
         crate::wire_name(&self)
+    }
+
+    /// The methods that can observe a run of another (`options.observers`): from outside,
+    /// without changing the program or each other's figures.
+    pub const OBSERVERS: [Method; 2] = [Method::PySpyRecord, Method::PerfStat];
+
+    /// The files a run of this method writes with these observers: a file an observer writes
+    /// is listed only when that observer is there.
+    pub fn artifacts_with(self, observers: &[Method]) -> Vec<&'static ArtifactSpec> {
+        let spec = self.spec();
+        let takes_observers = spec.options.contains(&OptionName::Observers);
+        spec.artifacts
+            .iter()
+            .filter(|a| {
+                let by: Vec<Method> = Method::OBSERVERS
+                    .into_iter()
+                    .filter(|o| o.spec().artifacts.iter().any(|x| x.kind == a.kind))
+                    .collect();
+                !takes_observers || by.is_empty() || by.iter().any(|o| observers.contains(o))
+            })
+            .collect()
     }
 }
 
@@ -632,6 +653,10 @@ pub struct RunRecord {
     pub run_id: String,
     pub session: String,
     pub profiler: Method,
+    /// Methods that observed this same run from outside (`options.observers`): their
+    /// figures and files are this record's, taken on the same run as the profiler's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observers: Vec<Method>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     pub status: RunStatus,
@@ -678,6 +703,17 @@ pub struct RunRecord {
     /// The step's method this run stands in for, and why that one measured nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instead_of: Option<InsteadOf>,
+}
+
+impl RunRecord {
+    /// The method whose stacks `metrics.stacks` are: py-spy when it observed the run.
+    pub fn stacks_method(&self) -> Method {
+        if self.observers.contains(&Method::PySpyRecord) {
+            Method::PySpyRecord
+        } else {
+            self.profiler
+        }
+    }
 }
 
 /// Why a run could not start.
@@ -756,6 +792,9 @@ pub struct RunBrief {
     /// The session folder the run is in (under `profile_output/`).
     pub session: String,
     pub profiler: Method,
+    /// Methods that observed the same run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observers: Vec<Method>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     pub status: RunStatus,
@@ -779,6 +818,7 @@ impl From<&RunRecord> for RunBrief {
             run_id: r.run_id.clone(),
             session: r.session.clone(),
             profiler: r.profiler,
+            observers: r.observers.clone(),
             label: r.label.clone(),
             status: r.status,
             target: r.target.clone(),

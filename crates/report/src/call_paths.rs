@@ -42,7 +42,7 @@ pub(crate) fn stack_runs(session: &Session) -> Vec<StackRun<'_>> {
         .collect();
     runs.sort_by_key(|(r, s)| {
         (
-            tool_rank(&r.profiler.id()),
+            tool_rank(&r.stacks_method().id()),
             std::cmp::Reverse(s.total_samples),
         )
     });

@@ -239,6 +239,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
             .map(|r| RunRef {
                 run_id: r.run_id.clone(),
                 profiler: r.profiler,
+                observers: r.observers.clone(),
                 label: r.label.clone(),
                 status: status_text(r.status),
                 target: target_text(&r.target),
@@ -248,6 +249,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
                 RunRef {
                     run_id: t.id.clone(),
                     profiler: system_profile_model::run::Method::TorchProfiler,
+                    observers: Vec::new(),
                     label: Some("analyze_trace".into()),
                     status: "completed".into(),
                     target: t

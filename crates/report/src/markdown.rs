@@ -150,7 +150,12 @@ pub fn render(report: &Report) -> String {
         .map(|r| {
             vec![
                 r.run_id.clone(),
-                r.profiler.id(),
+                // One run, several observers: `measure + py_spy_record + perf_stat`.
+                std::iter::once(r.profiler)
+                    .chain(r.observers.iter().copied())
+                    .map(|m| m.id())
+                    .collect::<Vec<_>>()
+                    .join(" + "),
                 esc(r.label.as_deref().unwrap_or("")),
                 crate::fmt::status_word(lang, &r.status),
                 code(&r.target),

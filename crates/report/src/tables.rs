@@ -492,7 +492,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
         if let Some(s) = &m.stacks {
             seen.extend(from_stacks(
                 root,
-                &tool,
+                &run.stacks_method().id(),
                 &cite_stacks(run),
                 s,
                 sampling_hz(run, s),

@@ -398,6 +398,10 @@ fn every_step_of_a_plan_runs_as_planned() {
             "{method} measured nothing: {run}"
         );
         ran.push(method);
+        // Methods that observed the run (py-spy, perf stat on measure's) ran too.
+        for o in run["observers"].as_array().into_iter().flatten() {
+            ran.push(o.as_str().unwrap().to_string());
+        }
     }
     for needed in ["measure", "perf_stat", "strace_c"] {
         assert!(ran.iter().any(|m| m == needed), "{needed} not in {ran:?}");

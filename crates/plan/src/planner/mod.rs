@@ -15,6 +15,7 @@ mod families;
 mod instrumentation;
 mod options;
 mod phases;
+mod together;
 mod viable;
 
 use drafts::*;
@@ -22,6 +23,7 @@ use families::*;
 use instrumentation::*;
 use options::*;
 use phases::*;
+use together::*;
 use viable::*;
 
 use crate::recipe::{fill, Recipes};
@@ -261,6 +263,7 @@ struct Refusal {
 }
 
 /// One planned step before ids are given.
+#[derive(Clone)]
 struct Draft {
     recipe_step: String,
     method: Method,
@@ -484,6 +487,7 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
         &mut notes,
     );
 
+    let drafts = observe_together(&ctx, drafts);
     let drafts = fit_budget(drafts, opts.time_budget_s, &mut skipped, &mut notes);
 
     let (steps, estimated) = into_steps(&ctx, &drafts, &mut notes);

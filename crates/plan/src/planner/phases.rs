@@ -167,11 +167,16 @@ pub(super) fn into_steps(
             ));
             run.background = false;
         }
-        if let Some(t) = ctx
+        // What detection said of its tool and of its observers' (perf's software counters).
+        let tools: Vec<&str> = std::iter::once(d.method)
+            .chain(run.options.observers.iter().copied())
+            .filter_map(|m| m.spec().tool)
+            .collect();
+        for t in ctx
             .detect
             .tools
             .iter()
-            .find(|t| Some(t.id.as_str()) == spec.tool)
+            .filter(|t| tools.contains(&t.id.as_str()))
         {
             notes_here.extend(t.notes.iter().cloned());
         }
@@ -200,8 +205,16 @@ pub(super) fn into_steps(
                 f.retain(|fam| !fam.needs_gpu() || ctx.gpu_present);
                 f
             },
-            artifacts: spec.artifacts.iter().map(|s| s.file.to_string()).collect(),
-            metrics: spec.metrics.iter().map(|s| s.to_string()).collect(),
+            artifacts: d
+                .method
+                .artifacts_with(&run.options.observers)
+                .iter()
+                .map(|s| s.file.to_string())
+                .collect(),
+            metrics: std::iter::once(d.method)
+                .chain(run.options.observers.iter().copied())
+                .flat_map(|m| m.spec().metrics.iter().map(|s| s.to_string()))
+                .collect(),
             estimated_s,
             alongside,
             instead_of: d.instead_of.clone(),

@@ -231,8 +231,13 @@ async fn every_plan_uses_usable_tools_and_valid_arguments_here_and_on_a_gpu_mach
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The steps that run `m`: as their method, or observing another's run (py-spy and perf stat
+/// on `measure`'s).
 fn steps_of(p: &Plan, m: Method) -> Vec<&system_profile_model::plan::PlanStep> {
-    p.steps.iter().filter(|s| s.method == m).collect()
+    p.steps
+        .iter()
+        .filter(|s| s.method == m || s.run_profiler.options.observers.contains(&m))
+        .collect()
 }
 
 #[tokio::test]
@@ -690,11 +695,14 @@ async fn words_ask_for_profiler_switches_on_the_steps_that_read_them() {
     assert_eq!(memray.len(), 1, "{:#?}", p.steps);
     let o = &memray[0].run_profiler.options;
     assert_eq!((o.idle, o.native, o.leaks), (None, Some(true), Some(true)));
-    for s in p
-        .steps
-        .iter()
-        .filter(|s| !matches!(s.method, Method::PySpyRecord | Method::Memray))
-    {
+    let runs_a_reader = |s: &&system_profile_model::plan::PlanStep| {
+        matches!(s.method, Method::PySpyRecord | Method::Memray)
+            || s.run_profiler
+                .options
+                .observers
+                .contains(&Method::PySpyRecord)
+    };
+    for s in p.steps.iter().filter(|s| !runs_a_reader(s)) {
         let o = &s.run_profiler.options;
         assert_eq!((o.idle, o.native, o.leaks), (None, None, None), "{}", s.id);
     }
@@ -731,4 +739,101 @@ async fn words_ask_for_profiler_switches_on_the_steps_that_read_them() {
     let passed_on = identify_here("train.py -- idle").await;
     assert!(passed_on.asked_options.is_empty());
     assert_eq!(passed_on.script.unwrap().argv, ["idle"]);
+}
+
+/// py-spy and perf stat watch measure's run of the program instead of starting it again:
+/// one run for the three; without permission to attach, py-spy starts it in a run of its own.
+#[tokio::test]
+async fn observers_share_one_run_of_the_program() {
+    let fx = fixture();
+    let mut d = real_detect().await;
+    for t in &mut d.tools {
+        if matches!(t.id.as_str(), "py_spy" | "perf" | "time") {
+            t.available = true;
+            t.usable = true;
+        }
+    }
+    d.permissions.can_attach_to_pid = true;
+    let target = identify_here("train.py cpu").await;
+    let p = plan(
+        &target,
+        &d,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), every_program),
+    );
+    let measure: Vec<_> = p
+        .steps
+        .iter()
+        .filter(|s| s.method == Method::Measure)
+        .collect();
+    assert_eq!(measure.len(), 1, "{:#?}", p.steps);
+    let m = measure[0];
+    // perf stat joins where the plan has it (not for a torch training's CPU focus).
+    let observers = &m.run_profiler.options.observers;
+    assert_eq!(observers[0], Method::PySpyRecord, "{:#?}", p.steps);
+    assert!(p
+        .steps
+        .iter()
+        .all(|s| !matches!(s.method, Method::PySpyRecord | Method::PerfStat)));
+    for file in ["time-v.txt", "py-spy.folded"] {
+        assert!(m.artifacts.iter().any(|a| a == file), "{:?}", m.artifacts);
+    }
+    assert_eq!(
+        m.artifacts.iter().any(|a| a == "perf-stat.csv"),
+        observers.contains(&Method::PerfStat)
+    );
+    assert!(
+        m.title.starts_with("measure + py_spy_record"),
+        "{}",
+        m.title
+    );
+    let hotspots = p
+        .coverage
+        .iter()
+        .find(|c| c.family == system_profile_model::run::MetricFamily::CpuHotspots)
+        .unwrap();
+    assert_eq!(hotspots.status, CoverageStatus::Covered, "{hotspots:?}");
+    assert!(hotspots.steps.contains(&m.id), "{hotspots:?}");
+
+    d.permissions.can_attach_to_pid = false;
+    let p = plan(
+        &target,
+        &d,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), every_program),
+    );
+    let spy: Vec<_> = p
+        .steps
+        .iter()
+        .filter(|s| s.method == Method::PySpyRecord)
+        .collect();
+    assert_eq!(spy.len(), 1, "{:#?}", p.steps);
+    let m = p
+        .steps
+        .iter()
+        .find(|s| s.method == Method::Measure)
+        .unwrap();
+    assert!(!m
+        .run_profiler
+        .options
+        .observers
+        .contains(&Method::PySpyRecord));
+    // A plain measure lists no observer's files.
+    let alone = plan(
+        &identify_here("train.py memory").await,
+        &d,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), every_program),
+    );
+    let m = alone
+        .steps
+        .iter()
+        .find(|s| s.method == Method::Measure)
+        .unwrap();
+    assert!(m.run_profiler.options.observers.is_empty(), "{m:?}");
+    assert!(
+        !m.artifacts.iter().any(|a| a == "py-spy.folded"),
+        "{:?}",
+        m.artifacts
+    );
 }

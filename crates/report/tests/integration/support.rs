@@ -182,6 +182,7 @@ pub fn record(
         run_id: run_id.into(),
         session: String::new(),
         profiler,
+        observers: Vec::new(),
         label: None,
         status: RunStatus::Completed,
         target: RunTarget::Command {

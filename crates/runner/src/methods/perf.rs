@@ -53,18 +53,30 @@ pub(crate) async fn perf_stat(
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
     let csv = artifact_path(input, place, ArtifactKind::PerfStatCsv);
-    let mut argv: Vec<String> = vec![
+    let mut argv = stat_argv(&input.options, &csv);
+    argv.extend(perf_target(input)?);
+    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
+    let mut e = finish(&outcome, argv, place);
+    keep_stat(&mut e, csv);
+    explain_exit(&mut e);
+    Ok(e)
+}
+
+/// `perf stat -x,` writing to `csv`; the target (`-- argv` or `-p`) follows.
+pub(crate) fn stat_argv(options: &ProfilerOptions, csv: &Path) -> Vec<String> {
+    vec![
         "perf".into(),
         "stat".into(),
         "-x,".into(),
         "-o".into(),
         csv.to_string_lossy().into_owned(),
         "-e".into(),
-        perf_events(&input.options),
-    ];
-    argv.extend(perf_target(input)?);
-    let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
-    let mut e = finish(&outcome, argv, place);
+        perf_events(options),
+    ]
+}
+
+/// perf stat's CSV into the run: `metrics.perf_stat` and the file, unsupported counters said.
+pub(crate) fn keep_stat(e: &mut Execution, csv: PathBuf) {
     let parsed = system_profile_parse::perf_stat::parse(&read(&csv));
     if !parsed.value.unsupported.is_empty() {
         e.warnings.push(format!(
@@ -94,8 +106,6 @@ pub(crate) async fn perf_stat(
     }
     e.metrics.perf_stat = Some(stat);
     e.artifacts.extend(file_artifact(csv, ArtifactKind::PerfStatCsv));
-    explain_exit(&mut e);
-    Ok(e)
 }
 
 /// The pids given to `-p`, from the argv that ran.

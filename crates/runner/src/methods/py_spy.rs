@@ -2,13 +2,14 @@
 
 use crate::*;
 
-pub(crate) async fn py_spy_record(
-    input: &RunProfilerInput,
-    place: &RunPlace,
-) -> Result<Execution, RunError> {
-    let folded = artifact_path(input, place, ArtifactKind::Folded);
-    let options = &input.options;
-    let rate_hz = options.rate_hz.unwrap_or(100.0).round().max(1.0);
+/// Samples per second py-spy takes (100 unless asked).
+pub(crate) fn rate_of(options: &ProfilerOptions) -> f64 {
+    options.rate_hz.unwrap_or(100.0).round().max(1.0)
+}
+
+/// `py-spy record` writing raw folded stacks to `folded`, with the switches asked for; the
+/// target (`-- argv` or `--pid`) follows.
+pub(crate) fn record_argv(options: &ProfilerOptions, folded: &Path) -> Vec<String> {
     let mut argv: Vec<String> = vec![
         "py-spy".into(),
         "record".into(),
@@ -19,7 +20,7 @@ pub(crate) async fn py_spy_record(
         "-o".into(),
         folded.to_string_lossy().into_owned(),
         "--rate".into(),
-        format!("{rate_hz}"),
+        format!("{}", rate_of(options)),
     ];
     // Children are followed unless asked not to (as strace_c does): a pool's workers are
     // where a multi-process program spends its CPU, and a lone process loses nothing.
@@ -33,6 +34,48 @@ pub(crate) async fn py_spy_record(
             argv.push(flag.into());
         }
     }
+    argv
+}
+
+/// py-spy's folded stacks into the run: `metrics.stacks`, the folded file and a flame graph.
+/// Returns the samples taken.
+pub(crate) fn keep_stacks(
+    e: &mut Execution,
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    folded: PathBuf,
+    rate_hz: f64,
+) -> u64 {
+    let text = read(&folded);
+    let parsed = system_profile_parse::folded::parse(&text);
+    e.warnings.extend(
+        parsed
+            .diagnostics
+            .iter()
+            .map(|d| format!("py-spy: {}", d.message)),
+    );
+    let mut stacks = parsed.value;
+    let samples = stacks.total_samples;
+    stacks.sample_period_s = Some(1.0 / rate_hz);
+    e.metrics.stacks = Some(stacks);
+    e.artifacts.extend(file_artifact(folded, ArtifactKind::Folded));
+    let svg = artifact_path(input, place, ArtifactKind::FlamegraphSvg);
+    let title = input.label.clone().unwrap_or_else(|| "py-spy".into());
+    if let Some(w) = flamegraph(&text, &title, &svg) {
+        e.warnings.push(w);
+    }
+    e.artifacts.extend(file_artifact(svg, ArtifactKind::FlamegraphSvg));
+    samples
+}
+
+pub(crate) async fn py_spy_record(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+) -> Result<Execution, RunError> {
+    let folded = artifact_path(input, place, ArtifactKind::Folded);
+    let options = &input.options;
+    let rate_hz = rate_of(options);
+    let mut argv = record_argv(options, &folded);
     let attach = matches!(input.target, RunTarget::Pid { .. });
     let status_file = place.dir.join("target-exit-status.txt");
     let mut wrapped = false;
@@ -74,16 +117,10 @@ pub(crate) async fn py_spy_record(
         e.error_kind = Some(RunErrorKind::MissedTarget);
         e.error = Some(why);
     }
-    let text = read(&folded);
-    let parsed = system_profile_parse::folded::parse(&text);
-    e.warnings.extend(
-        parsed
-            .diagnostics
-            .iter()
-            .map(|d| format!("py-spy: {}", d.message)),
-    );
-    if parsed.value.total_samples == 0 {
-        if e.status == RunStatus::TimedOut && !folded.exists() {
+    let folded_written = folded.exists();
+    let samples = keep_stacks(&mut e, input, place, folded, rate_hz);
+    if samples == 0 {
+        if e.status == RunStatus::TimedOut && !folded_written {
             // py-spy writes its samples only when it ends by itself or on Ctrl-C; a run
             // stopped by the timeout keeps nothing, so saying "kept" would be false.
             e.error = Some(
@@ -106,16 +143,6 @@ pub(crate) async fn py_spy_record(
             );
         }
     }
-    let mut stacks = parsed.value;
-    stacks.sample_period_s = Some(1.0 / rate_hz);
-    e.metrics.stacks = Some(stacks);
-    e.artifacts.extend(file_artifact(folded, ArtifactKind::Folded));
-    let svg = artifact_path(input, place, ArtifactKind::FlamegraphSvg);
-    let title = input.label.clone().unwrap_or_else(|| "py-spy".into());
-    if let Some(w) = flamegraph(&text, &title, &svg) {
-        e.warnings.push(w);
-    }
-    e.artifacts.extend(file_artifact(svg, ArtifactKind::FlamegraphSvg));
     if e.status == RunStatus::Failed {
         if let Some(advice) = ptrace_refused(&e.stderr_tail).filter(|_| attach) {
             e.error = Some(advice);

@@ -5,6 +5,7 @@
 mod distributed;
 mod gpu;
 mod in_process;
+mod observers;
 mod python;
 mod supervise;
 mod system;

@@ -11,10 +11,7 @@ impl Engine {
     /// adding. The change is in the run's recorded `env`.
     pub(crate) async fn path_with_tool(&self, input: &RunProfilerInput) -> Option<String> {
         // The method's own tool, and those of the methods observing its run.
-        let tools: Vec<&str> = std::iter::once(input.profiler)
-            .chain(input.options.observers.iter().copied())
-            .filter_map(|m| m.spec().tool)
-            .collect();
+        let tools: Vec<&str> = input.methods().filter_map(|m| m.spec().tool).collect();
         let found: Vec<String> = {
             let cache = self.detect_cache.lock().await;
             cache

@@ -227,6 +227,13 @@ pub struct RunProfilerInput {
     pub background: bool,
 }
 
+impl RunProfilerInput {
+    /// The methods this run runs: its profiler, then the methods observing it.
+    pub fn methods(&self) -> impl Iterator<Item = Method> + '_ {
+        std::iter::once(self.profiler).chain(self.options.observers.iter().copied())
+    }
+}
+
 fn is_default_options(o: &ProfilerOptions) -> bool {
     *o == ProfilerOptions::default()
 }

@@ -168,10 +168,7 @@ pub(super) fn into_steps(
             run.background = false;
         }
         // What detection said of its tool and of its observers' (perf's software counters).
-        let tools: Vec<&str> = std::iter::once(d.method)
-            .chain(run.options.observers.iter().copied())
-            .filter_map(|m| m.spec().tool)
-            .collect();
+        let tools: Vec<&str> = run.methods().filter_map(|m| m.spec().tool).collect();
         for t in ctx
             .detect
             .tools
@@ -211,8 +208,8 @@ pub(super) fn into_steps(
                 .iter()
                 .map(|s| s.file.to_string())
                 .collect(),
-            metrics: std::iter::once(d.method)
-                .chain(run.options.observers.iter().copied())
+            metrics: run
+                .methods()
                 .flat_map(|m| m.spec().metrics.iter().map(|s| s.to_string()))
                 .collect(),
             estimated_s,

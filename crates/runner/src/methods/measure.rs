@@ -242,8 +242,7 @@ impl PySpyObserver {
             e.warnings.push(format!(
                 "py-spy paused the program {rate_hz:.0} times a second to read its stacks: this run's context switches include those pauses (compare them with a measure run without observers)"
             ));
-        }
-        if samples == 0 {
+        } else {
             e.metrics.stacks = None;
             let said = last_words(&read(&self.log))
                 .map(|l| format!(" (it said `{l}`)"))

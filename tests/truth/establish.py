@@ -3,6 +3,7 @@ findings, and write them beside the scenario (`truth.observed.json`).
 
     .venv/bin/python tests/truth/establish.py [scenario ...]
     .venv/bin/python tests/truth/establish.py --only torch_key_averages word_language_model
+    .venv/bin/python tests/truth/establish.py --only ab thread_pool_gil
 
 `--only KEY` measures one figure and keeps the rest of the file as it is (a new check on a
 scenario whose other figures the truth's `how` already cites).
@@ -295,7 +296,8 @@ def scalene_top(argv, cwd, n=3):
     return sorted(funcs, key=lambda f: -f["cpu_percent"])[:n]
 
 
-ONLY = {"torch_key_averages": torch_key_averages}
+ONLY = {"torch_key_averages": lambda argv, cwd, sc: torch_key_averages(argv, cwd),
+        "ab": lambda argv, cwd, sc: ab_runs(argv, cwd, sc["ab_env"])}
 
 
 def establish_one(name, key):
@@ -306,7 +308,7 @@ def establish_one(name, key):
     scratch = Path(tempfile.mkdtemp(prefix=f"truth-{name}-"))
     try:
         prepare(sc, scratch)
-        observed[key] = ONLY[key](subst(sc["command"]), scratch)
+        observed[key] = ONLY[key](subst(sc["command"]), scratch, sc)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     out.write_text(json.dumps(observed, indent=2) + "\n")

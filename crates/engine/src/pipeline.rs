@@ -199,6 +199,27 @@ impl Engine {
             .map(|s| format!("{}: {}", s.method.id(), s.reason))
             .collect();
 
+        // A plan with nothing this machine can run would end in a session-less summary:
+        // say why instead (each method's reason for being skipped says what to install).
+        if plan.steps.is_empty() && !plan.questions.is_empty() {
+            return Err(EngineError::InvalidInput {
+                field: "target".into(),
+                message: plan.questions.join(" "),
+            });
+        }
+        if plan.steps.is_empty() {
+            return Err(EngineError::Failed {
+                message: format!(
+                    "the plan for {} has no step this machine can run ({}); install what the reasons name, then profile again",
+                    target.summary,
+                    if skipped_methods.is_empty() {
+                        "no method applies to it".to_string()
+                    } else {
+                        skipped_methods.join("; ")
+                    }
+                ),
+            });
+        }
         let mut changes = Vec::new();
         if config.instrumentation != Instrumentation::Off {
             changes = self.apply_planned(&plan, observe).await?;

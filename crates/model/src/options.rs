@@ -55,6 +55,10 @@ pub struct ProfilerOptions {
     /// Report leaks: memory not freed at exit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leaks: Option<bool>,
+    /// Draw memray's flame graph over time (`--temporal`): the allocations live in a time
+    /// range chosen in the page, for memory that grows and shrinks in phases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temporal: Option<bool>,
     /// Column groups (`nvidia-smi dmon -s`, e.g. `pucvmet`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dmon_columns: Option<String>,
@@ -107,17 +111,21 @@ pub enum AskedOption {
     Native,
     /// Memory not freed at exit (memray's leak view).
     Leaks,
+    /// memray's flame graph over time (`--temporal`).
+    Temporal,
 }
 
 impl AskedOption {
     /// The words that ask for each, as typed after the target.
-    pub const WORDS: [(&'static str, AskedOption); 6] = [
+    pub const WORDS: [(&'static str, AskedOption); 8] = [
         ("idle", AskedOption::Idle),
         ("gil", AskedOption::Gil),
         ("native", AskedOption::Native),
         ("leak", AskedOption::Leaks),
         ("leaks", AskedOption::Leaks),
         ("リーク", AskedOption::Leaks),
+        ("temporal", AskedOption::Temporal),
+        ("時系列", AskedOption::Temporal),
     ];
 
     pub fn option(self) -> OptionName {
@@ -126,6 +134,7 @@ impl AskedOption {
             AskedOption::Gil => OptionName::Gil,
             AskedOption::Native => OptionName::Native,
             AskedOption::Leaks => OptionName::Leaks,
+            AskedOption::Temporal => OptionName::Temporal,
         }
     }
 
@@ -136,6 +145,7 @@ impl AskedOption {
             AskedOption::Gil => o.gil = Some(true),
             AskedOption::Native => o.native = Some(true),
             AskedOption::Leaks => o.leaks = Some(true),
+            AskedOption::Temporal => o.temporal = Some(true),
         }
     }
 }
@@ -170,6 +180,7 @@ pub enum OptionName {
     Function,
     TracebackDepth,
     Leaks,
+    Temporal,
     PythonAllocators,
     DmonColumns,
     QueryFields,
@@ -185,7 +196,7 @@ pub enum OptionName {
 }
 
 impl OptionName {
-    pub const ALL: [OptionName; 23] = [
+    pub const ALL: [OptionName; 24] = [
         OptionName::RateHz,
         OptionName::IntervalS,
         OptionName::OutputCapBytes,
@@ -197,6 +208,7 @@ impl OptionName {
         OptionName::Function,
         OptionName::TracebackDepth,
         OptionName::Leaks,
+        OptionName::Temporal,
         OptionName::PythonAllocators,
         OptionName::DmonColumns,
         OptionName::QueryFields,
@@ -250,6 +262,7 @@ impl ProfilerOptions {
                 OptionName::Function => o.function = self.function.clone(),
                 OptionName::TracebackDepth => o.traceback_depth = self.traceback_depth,
                 OptionName::Leaks => o.leaks = self.leaks,
+                OptionName::Temporal => o.temporal = self.temporal,
                 OptionName::PythonAllocators => o.python_allocators = self.python_allocators,
                 OptionName::DmonColumns => o.dmon_columns = self.dmon_columns.clone(),
                 OptionName::QueryFields => o.query_fields = self.query_fields.clone(),
@@ -324,6 +337,7 @@ mod tests {
             function: Some("a.py:f".into()),
             traceback_depth: Some(4),
             leaks: Some(true),
+            temporal: Some(true),
             python_allocators: Some(false),
             dmon_columns: Some("pu".into()),
             query_fields: vec!["index".into()],

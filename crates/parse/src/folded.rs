@@ -8,7 +8,7 @@ mod call_sites;
 use crate::Format;
 use call_sites::{CallSites, Frame};
 use std::collections::HashMap;
-use system_profile_model::metrics::{FunctionHotspot, LineHotspot, StackProfile};
+use system_profile_model::metrics::{FunctionHotspot, LineHotspot, StackProfile, ThreadSamples};
 use system_profile_model::{Diag, Parsed};
 
 pub struct Folded;
@@ -105,6 +105,18 @@ fn without_one_process_marker(stack: &str) -> &str {
     }
 }
 
+/// A stack without py-spy's thread frame under `--threads`, `thread (27296): Thread-1 (work)`
+/// (older py-spy: `thread (0x7F3A...)`), and that thread's name; the stack as it was without one.
+fn without_thread_marker(stack: &str) -> (&str, Option<&str>) {
+    if !stack.starts_with("thread (") {
+        return (stack, None);
+    }
+    match stack.split_once(';') {
+        Some((thread, frames)) => (frames, Some(thread)),
+        None => ("", Some(stack)),
+    }
+}
+
 fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackProfile> {
     let mut diagnostics = Vec::new();
     let mut functions: HashMap<(String, Option<String>), Acc> = HashMap::new();
@@ -113,6 +125,7 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
     let mut stacks = 0u64;
     let mut seen: Vec<(String, Option<String>)> = Vec::new();
     let mut call_sites = CallSites::default();
+    let mut threads: HashMap<String, u64> = HashMap::new();
     for (i, raw) in input.enumerate() {
         let line = raw.as_ref().trim_end();
         if line.is_empty() {
@@ -133,10 +146,11 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
         stacks += 1;
         // `py-spy --subprocesses` roots each stack at its process; that is not a function.
         // A stack of the marker alone still counts in the total (a sample with no Python).
-        let frames: Vec<&str> = without_process_marker(stack)
-            .split(';')
-            .filter(|f| !f.is_empty())
-            .collect();
+        let (stack, thread) = without_thread_marker(without_process_marker(stack));
+        if let Some(t) = thread {
+            *threads.entry(t.to_string()).or_default() += count;
+        }
+        let frames: Vec<&str> = stack.split(';').filter(|f| !f.is_empty()).collect();
         seen.clear();
         let split: Vec<Frame> = frames.iter().map(|f| split_frame(f)).collect();
         call_sites.add(&split, count);
@@ -216,6 +230,16 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
             .then_with(|| (&a.file, a.line, &a.function).cmp(&(&b.file, b.line, &b.function)))
     });
     line_rows.truncate(50);
+    let mut thread_rows: Vec<ThreadSamples> = threads
+        .into_iter()
+        .map(|(thread, samples)| ThreadSamples { thread, samples })
+        .collect();
+    thread_rows.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| a.thread.cmp(&b.thread))
+    });
+    thread_rows.truncate(50);
     Parsed {
         value: StackProfile {
             total_samples: total,
@@ -225,6 +249,8 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
             lines: line_rows,
             sample_period_s: None,
             call_sites: call_sites.finish(total),
+            threads: thread_rows,
+            gil_holders_only: false,
         },
         diagnostics,
     }
@@ -233,6 +259,37 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn py_spy_thread_frames_are_counted_per_thread_and_are_not_functions() {
+        // As py-spy 0.4 writes `record --gil --threads --subprocesses --format raw`.
+        let p = parse(concat!(
+            "process 7:\"python3 t.py\";thread (27296): Thread-1 (work);Thread.run (threading.py:982);work (t.py:4) 24\n",
+            "process 7:\"python3 t.py\";thread (27297): Thread-2 (work);Thread.run (threading.py:982);work (t.py:5) 12\n",
+            "thread (27296): Thread-1 (work);Thread.run (threading.py:982);work (t.py:5) 43\n",
+            "thread (0x7F3A12345678) 1\n",
+        ));
+        let v = p.value;
+        assert_eq!(v.total_samples, 80);
+        assert_eq!(v.by_self[0].function, "work");
+        assert_eq!(v.by_self[0].self_samples, 79);
+        assert!(v.by_total.iter().all(|f| !f.function.starts_with("thread")));
+        let threads: Vec<(&str, u64)> = v
+            .threads
+            .iter()
+            .map(|t| (t.thread.as_str(), t.samples))
+            .collect();
+        assert_eq!(
+            threads,
+            vec![
+                ("thread (27296): Thread-1 (work)", 67),
+                ("thread (27297): Thread-2 (work)", 12),
+                ("thread (0x7F3A12345678)", 1),
+            ]
+        );
+        // Without the switch: no threads.
+        assert!(parse("f (a.py:1) 3\n").value.threads.is_empty());
+    }
 
     #[test]
     fn py_spy_process_roots_are_not_functions() {

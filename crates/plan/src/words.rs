@@ -103,6 +103,9 @@ const FOCUS_WORDS: &[(&str, Focus)] = &[
     ("allocations", Focus::Memory),
     ("allocation", Focus::Memory),
     ("leak", Focus::Memory),
+    // memray's flame graph over time is an allocation profile.
+    ("temporal", Focus::Memory),
+    ("時系列", Focus::Memory),
     ("leaks", Focus::Memory),
     ("oom", Focus::Memory),
     ("vram", Focus::Memory),

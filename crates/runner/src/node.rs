@@ -306,6 +306,7 @@ pub async fn observe(request: &NodeRequest) -> NodeObservation {
             pid,
             cpu_s: u.map_or(0.0, |u| u.cpu_user_s + u.cpu_sys_s),
             run_queue_s: u.and_then(|u| u.run_queue_s),
+            main_thread_blocked_s: u.and_then(|u| u.main_thread_blocked_s),
             rss_peak_bytes: u.map_or(0, |u| u.rss_peak_bytes),
             samples,
             comm_percent,

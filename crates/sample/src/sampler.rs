@@ -448,6 +448,7 @@ fn sample_loop(root: u32, config: SamplerConfig, stop: &AtomicBool) -> ProcfsSum
                 voluntary_ctx_switches: sched.map(|(c, _)| c.voluntary_ctx_switches),
                 involuntary_ctx_switches: sched.map(|(c, _)| c.involuntary_ctx_switches),
                 run_queue_s: process_run_queue_s,
+                main_thread_blocked_s: t.threads.main_thread_blocked_s(),
                 threads_seen: t.threads.seen() as u32,
                 pss_peak_bytes: t.pss_peak,
                 read_bytes: io.map(|c| c.0),

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::time::Instant;
 
 /// One reading of a thread, or a sum over threads.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -65,6 +66,10 @@ struct Thread {
     schedstat: Option<File>,
     first: Option<SchedCounters>,
     last: Option<SchedCounters>,
+    /// Its first and latest actual readings with their instants (`first` may be zero for a
+    /// thread counted from birth): the span a thread's blocked time is measured over.
+    first_read: Option<(Instant, SchedCounters)>,
+    last_read_at: Option<Instant>,
 }
 
 /// The threads of one process, kept open and re-read like the sampler's other files.
@@ -113,6 +118,8 @@ impl Threads {
                     schedstat: open("schedstat"),
                     first: (self.from_birth || born_now).then(SchedCounters::default),
                     last: None,
+                    first_read: None,
+                    last_read_at: None,
                 },
             );
         }
@@ -143,8 +150,11 @@ impl Threads {
                 on_cpu_ns: sched.map_or(0, |s| s.0),
                 run_queue_ns: sched.map_or(0, |s| s.1),
             };
+            let at = Instant::now();
             t.first.get_or_insert(now);
+            t.first_read.get_or_insert((at, now));
             t.last = Some(now);
+            t.last_read_at = Some(at);
         }
     }
 
@@ -161,6 +171,23 @@ impl Threads {
             }
         }
         any.then_some((sum, schedstat))
+    }
+
+    /// How long the thread-group leader (the main thread: a Python program's interpreter
+    /// loop, where a rank waits for a collective) was neither on a CPU nor runnable between
+    /// its first and latest readings, in seconds: blocked, waiting for something. Summing
+    /// this over threads would count idle pool threads; a single thread's figure cannot
+    /// exceed the window. None without schedstat or two readings.
+    pub(crate) fn main_thread_blocked_s(&self) -> Option<f64> {
+        let t = self.by_tid.get(&self.pid)?;
+        let ((first_at, first), last_at, last) = (t.first_read?, t.last_read_at?, t.last?);
+        if last.on_cpu_ns == 0 && last.run_queue_ns == 0 {
+            return None;
+        }
+        let span_s = last_at.duration_since(first_at).as_secs_f64();
+        let grew = last.since(first);
+        let busy_s = (grew.on_cpu_ns + grew.run_queue_ns) as f64 / 1e9;
+        (span_s > 0.0).then(|| (span_s - busy_s).max(0.0))
     }
 
     pub(crate) fn seen(&self) -> usize {

@@ -168,6 +168,13 @@ fn context_switches_are_summed_over_every_thread() {
     // least 10 ms): every one is seen, for at least its last half second (25 sleeps).
     assert!(p.threads_seen >= 5, "{p:?}");
     assert!(p.voluntary_ctx_switches.unwrap() >= 4 * 25, "{p:?}");
+    // Its main thread spent the run in join: blocked for most of what the sampler saw of it.
+    let blocked = p.main_thread_blocked_s.expect("schedstat on Linux");
+    assert!(
+        blocked >= 0.5 * s.wall_s,
+        "{blocked} s of {} s: {p:?}",
+        s.wall_s
+    );
 }
 
 #[test]
@@ -195,6 +202,9 @@ fn a_program_sharing_its_cpu_shows_run_queue_time_not_waiting() {
         s.wall_s
     );
     let p = &s.processes[0];
+    // Runnable all along, so its main thread was hardly ever blocked.
+    let blocked = p.main_thread_blocked_s.expect("schedstat on Linux");
+    assert!(blocked <= 0.25 * s.wall_s, "{blocked} s of {} s", s.wall_s);
     assert!(
         p.involuntary_ctx_switches.unwrap() > p.voluntary_ctx_switches.unwrap(),
         "{p:?}"

@@ -1,4 +1,4 @@
-//! The truth corpus (`tests/truth/`): fifteen real programs nobody here wrote, each profiled end to
+//! The truth corpus (`tests/truth/`): real programs nobody here wrote, each profiled end to
 //! end by `system-profile profile`, and its report.json checked against the truth
 //! established without system-profile (`tests/truth/establish.py`, written beside each
 //! scenario): every recommendation is true, the scenario's main truth is among the top two,
@@ -480,6 +480,8 @@ scenarios!(
     lock_contention,
     sqlite_commits,
     process_pool,
+    process_pool_tiny_tasks,
+    thread_pool_gil,
     lightning_training,
     json_dumps,
     word_language_model,

@@ -69,6 +69,12 @@ pub struct RankObservation {
     /// off the CPU because the machine was busy, not waiting for the other ranks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_queue_s: Option<f64>,
+    /// Time its main thread was blocked over the window (neither running nor runnable,
+    /// schedstat): where a rank waits for the others' collectives. The straggler test's
+    /// measure of waiting where present, since the sums over threads above count a pool's
+    /// idle and spinning threads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main_thread_blocked_s: Option<f64>,
     pub rss_peak_bytes: u64,
     /// py-spy's samples of it over the window (0: not sampled).
     pub samples: u64,

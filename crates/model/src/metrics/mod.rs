@@ -153,6 +153,12 @@ pub struct ProcessUsage {
     /// kernel has no schedstat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_queue_s: Option<f64>,
+    /// Time its main thread (the thread-group leader) was neither running nor runnable
+    /// between the sampler's first and last readings of it (schedstat): blocked, waiting for
+    /// I/O, a lock or another process. One thread's figure, so it cannot exceed the window as
+    /// a sum over threads can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main_thread_blocked_s: Option<f64>,
     /// Threads seen over the window (not at once).
     #[serde(default)]
     pub threads_seen: u32,
@@ -257,6 +263,22 @@ pub struct StackProfile {
     /// 50): absent where the stacks name no files (perf) or in records written before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub call_sites: Vec<CallSite>,
+    /// Samples per thread, most first (at most 50), where the stacks name their threads
+    /// (py-spy `--threads`, which runs with `--gil` ask for): under `--gil` a thread's samples
+    /// are the times it held the GIL.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadSamples>,
+    /// Each sample is of the thread holding the GIL, and a tick with no holder has none
+    /// (py-spy `--gil`): the samples over the ticks are the GIL's busy share.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gil_holders_only: bool,
+}
+
+/// One thread's samples: `thread` as py-spy names it (`thread (27296): Thread-1 (work)`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ThreadSamples {
+    pub thread: String,
+    pub samples: u64,
 }
 
 /// How the library was reached from a call site.

@@ -695,6 +695,7 @@ async fn words_ask_for_profiler_switches_on_the_steps_that_read_them() {
     assert_eq!(memray.len(), 1, "{:#?}", p.steps);
     let o = &memray[0].run_profiler.options;
     assert_eq!((o.idle, o.native, o.leaks), (None, Some(true), Some(true)));
+    assert_eq!(o.temporal, None, "not asked");
     let runs_a_reader = |s: &&system_profile_model::plan::PlanStep| {
         matches!(s.method, Method::PySpyRecord | Method::Memray)
             || s.run_profiler
@@ -734,6 +735,25 @@ async fn words_ask_for_profiler_switches_on_the_steps_that_read_them() {
     let ja = identify_here("train.py のリーク").await;
     assert_eq!(ja.asked_options, [AskedOption::Leaks]);
     assert!(ja.focus.contains(&Focus::Memory));
+    // `temporal` asks for memray's flame graph over time, and so for memory; without memray
+    // the note says who draws one.
+    let temporal = identify_here("train.py temporal").await;
+    assert_eq!(temporal.asked_options, [AskedOption::Temporal]);
+    assert!(temporal.focus.contains(&Focus::Memory));
+    for t in &mut d.tools {
+        if t.id == "memray" {
+            (t.available, t.usable) = (true, true);
+        }
+    }
+    let p = plan(
+        &temporal,
+        &d,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), every_program),
+    );
+    let memray = steps_of(&p, Method::Memray);
+    assert_eq!(memray.len(), 1, "{:#?}", p.steps);
+    assert_eq!(memray[0].run_profiler.options.temporal, Some(true));
 
     // After `--` it is the script's argument.
     let passed_on = identify_here("train.py -- idle").await;

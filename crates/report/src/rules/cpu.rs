@@ -392,21 +392,7 @@ pub(super) fn waiting_process(inputs: &Inputs) -> Vec<Draft> {
             .iter()
             .filter_map(|run| run.metrics.syscalls.as_ref())
             .find_map(|s| s.rows.first().map(|row| (row.syscall.clone(), row.calls)));
-        let waits_in: Vec<String> = inputs
-            .report
-            .hotspots
-            .iter()
-            .flat_map(|t| t.rows.iter())
-            .filter_map(|h| {
-                Some(format!(
-                    "`{}` in `{}` {}",
-                    h.waits_in.as_deref()?,
-                    h.function,
-                    pct(h.self_percent)
-                ))
-            })
-            .take(3)
-            .collect();
+        let waits_in = waits_sampled(inputs, 3);
         let on = match (&top, waits_in.is_empty()) {
             (Some((call, n)), _) => tr(
                 lang,
@@ -467,6 +453,26 @@ pub(super) fn waiting_process(inputs: &Inputs) -> Vec<Draft> {
         });
     }
     out
+}
+
+/// The first `n` hotspots sampled while blocked, in words: the call waited in, the function
+/// that made it and its share.
+pub(super) fn waits_sampled(inputs: &Inputs, n: usize) -> Vec<String> {
+    inputs
+        .report
+        .hotspots
+        .iter()
+        .flat_map(|t| t.rows.iter())
+        .filter_map(|h| {
+            Some(format!(
+                "`{}` in `{}` {}",
+                h.waits_in.as_deref()?,
+                h.function,
+                pct(h.self_percent)
+            ))
+        })
+        .take(n)
+        .collect()
 }
 
 /// A function of the user's code sampled mostly inside one blocking call (a commit, a lock,

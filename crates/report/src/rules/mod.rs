@@ -56,6 +56,23 @@ pub const WAITING_MIN_WALL_S: f64 = 1.0;
 pub const SYSCALL_SHARE: f64 = 0.2;
 pub const SYSCALL_MIN_CALLS: u64 = 10_000;
 pub const SYS_SHARE_OF_CPU: f64 = 0.5;
+/// A context-switch storm in a started command's unprofiled run: at least this many switches
+/// of both kinds, at least this many a second of wall time (50 times what py-spy observing by
+/// PID adds), each with at most this much CPU time, and at least this share of the CPU time in
+/// the kernel. A CPU-bound program switches a few hundred times a second;
+/// ProcessPoolExecutor.map over tiny tasks 11,000 times a second at 81 µs each, with 31% of
+/// its CPU time in the kernel.
+pub const SWITCH_STORM_MIN: u64 = 50_000;
+pub const SWITCH_STORM_PER_S: f64 = 5_000.0;
+pub const SWITCH_STORM_MAX_CPU_PER_SWITCH_S: f64 = 200e-6;
+pub const SWITCH_STORM_SYS_SHARE: f64 = 0.2;
+/// Threads taking turns with the GIL (py-spy `--gil --threads`): held at least this share of
+/// the run, by at least two threads with this share of the samples each, in a run that kept no
+/// more than this many cores busy (four CPU-bound threads of pure Python: held 99%, about 25%
+/// each, 1.0 core).
+pub const GIL_HELD_SHARE: f64 = 0.8;
+pub const GIL_THREAD_SHARE: f64 = 0.1;
+pub const GIL_BOUND_MAX_CORES: f64 = 1.3;
 /// GPU memory imbalance: the fullest device over the emptiest.
 pub const GPU_MEMORY_RATIO: f64 = 1.3;
 /// Large buffers made and freed again: at least this many bytes of them at the program's
@@ -71,16 +88,20 @@ pub const ALLOC_SITE_MIN_BYTES: u64 = 32 << 20;
 /// A rule: its id and the check that turns rows into drafts.
 mod churn;
 mod cpu;
+mod gil;
 mod gpu;
 mod memory;
 mod ranks;
+mod switches;
 mod torch;
 
 use churn::*;
 use cpu::*;
+use gil::*;
 use gpu::*;
 use memory::*;
 use ranks::*;
+use switches::*;
 use torch::*;
 pub(crate) use torch::{slowdown, TORCH_DISTURBED_RATIO};
 
@@ -226,6 +247,16 @@ pub const RULES: &[Rule] = &[
         id: "cpu_contention",
         check: cpu_contention,
         about: About::Environment,
+    },
+    Rule {
+        id: "gil_bound_threads",
+        check: gil_bound_threads,
+        about: About::Program,
+    },
+    Rule {
+        id: "context_switch_storm",
+        check: context_switch_storm,
+        about: About::Program,
     },
     Rule {
         id: "syscall_heavy",

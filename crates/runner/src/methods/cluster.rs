@@ -299,8 +299,12 @@ pub(crate) fn unix_s() -> f64 {
 /// The ranks the others waited for, and the largest compute over the smallest. A rank's
 /// compute is its CPU time over the window; a straggler computes at least 10% longer than the
 /// median of the others while they spend a real share of the window (5%) more off the CPU or
-/// in collectives than it does: waiting for it. Time on a run queue is not waiting for a rank
-/// (the machine was busy), so it is not counted as off the CPU.
+/// in collectives than it does: waiting for it. Off the CPU is the main thread's blocked time
+/// where the sampler read it (a rank waits for a collective there); else the window less the
+/// rank's CPU and run-queue time, which are sums over threads and on a busy machine can fill
+/// the window by themselves (a CI run: 6.2 s CPU and 14.2 s queued in 20 s, so no waiting
+/// seen though the rank waited for its straggler). Time on a run queue is not waiting for a
+/// rank (the machine was busy), so it is never counted as off the CPU.
 pub(crate) fn stragglers(ranks: &[&RankObservation], window_s: f64) -> (Vec<u32>, Option<f64>) {
     if ranks.len() < 2 || window_s <= 0.0 {
         return (Vec::new(), None);
@@ -310,7 +314,9 @@ pub(crate) fn stragglers(ranks: &[&RankObservation], window_s: f64) -> (Vec<u32>
         v[(v.len() - 1) / 2]
     };
     let waiting = |r: &RankObservation| {
-        let off_cpu = (window_s - r.cpu_s - r.run_queue_s.unwrap_or(0.0)).max(0.0);
+        let off_cpu = r.main_thread_blocked_s.unwrap_or_else(|| {
+            (window_s - r.cpu_s - r.run_queue_s.unwrap_or(0.0)).max(0.0)
+        });
         let in_comm = r.comm_percent.unwrap_or(0.0) / 100.0 * window_s;
         off_cpu.max(in_comm)
     };
@@ -369,5 +375,30 @@ mod tests {
         };
         let (fast, slow) = (busy(0, 0.63, 5.0), busy(1, 0.83, 17.0));
         assert_eq!(stragglers(&[&fast, &slow], 20.0).0, vec![1]);
+        // A CI run's torch ranks: CPU and queue summed over threads fill the window of the
+        // rank that waited (6.19 + 14.2 s in 20 s), so only its main thread's blocked time
+        // shows the wait.
+        let threaded = |rank: u32, cpu_s: f64, run_queue_s: f64, blocked: Option<f64>| {
+            RankObservation {
+                main_thread_blocked_s: blocked,
+                ..busy(rank, cpu_s, run_queue_s)
+            }
+        };
+        let (waited, straggler) = (
+            threaded(0, 6.19, 14.2, None),
+            threaded(1, 11.87, 9.0, None),
+        );
+        assert!(stragglers(&[&waited, &straggler], 20.0).0.is_empty());
+        let (waited, straggler) = (
+            threaded(0, 6.19, 14.2, Some(9.5)),
+            threaded(1, 11.87, 9.0, Some(1.2)),
+        );
+        assert_eq!(stragglers(&[&waited, &straggler], 20.0).0, vec![1]);
+        // Both blocked alike (even ranks that both wait on I/O): no straggler.
+        let (a, b) = (
+            threaded(0, 6.0, 3.0, Some(8.0)),
+            threaded(1, 6.3, 3.0, Some(7.9)),
+        );
+        assert!(stragglers(&[&a, &b], 20.0).0.is_empty());
     }
 }

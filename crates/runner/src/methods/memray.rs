@@ -75,6 +75,9 @@ pub(crate) async fn memray(
     if input.options.leaks == Some(true) {
         flame_argv.push("--leaks");
     }
+    if input.options.temporal == Some(true) {
+        flame_argv.push("--temporal");
+    }
     flame_argv.push(&capture_s);
     let peak = artifact_path(input, place, ArtifactKind::MemrayPeakCsv);
     let peak_s = peak.to_string_lossy().into_owned();

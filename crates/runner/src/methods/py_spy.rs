@@ -34,6 +34,11 @@ pub(crate) fn record_argv(options: &ProfilerOptions, folded: &Path) -> Vec<Strin
             argv.push(flag.into());
         }
     }
+    // Under `--gil` a sample is the thread holding the GIL: naming the thread tells whether
+    // several took turns with it (the stacks' thread frames are counted, not shown).
+    if options.gil == Some(true) {
+        argv.push("--threads".into());
+    }
     argv
 }
 
@@ -57,6 +62,7 @@ pub(crate) fn keep_stacks(
     let mut stacks = parsed.value;
     let samples = stacks.total_samples;
     stacks.sample_period_s = Some(1.0 / rate_hz);
+    stacks.gil_holders_only = input.options.gil == Some(true);
     e.metrics.stacks = Some(stacks);
     e.artifacts.extend(file_artifact(folded, ArtifactKind::Folded));
     let svg = artifact_path(input, place, ArtifactKind::FlamegraphSvg);

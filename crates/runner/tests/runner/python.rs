@@ -466,6 +466,40 @@ async fn memray_counts_small_python_objects_where_they_are_made() {
 }
 
 #[tokio::test]
+async fn memray_draws_its_flame_graph_over_time_when_asked() {
+    let py = python();
+    if !module(&py, "memray") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let churn = script(dir.path(), "churn.py", CHURN);
+    let mut pages = Vec::new();
+    for temporal in [None, Some(true)] {
+        let input = RunProfilerInput {
+            options: ProfilerOptions {
+                temporal,
+                ..Default::default()
+            },
+            ..input(Method::Memray, command(&[&py, &churn]))
+        };
+        let e = execute(&input, &place(&dir.path().join(format!("{temporal:?}"))))
+            .await
+            .unwrap();
+        assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+        let html = e
+            .artifacts
+            .iter()
+            .find(|a| a.kind == ArtifactKind::MemrayFlamegraphHtml)
+            .expect("a flame graph for a small capture");
+        pages.push(std::fs::read_to_string(&html.path).unwrap());
+    }
+    // The page over time carries the allocations' time intervals (its slider's data); the
+    // peak's page does not.
+    assert!(!pages[0].contains("\"intervals\":["));
+    assert!(pages[1].contains("\"intervals\":["));
+}
+
+#[tokio::test]
 async fn memray_finds_where_the_bytes_go_and_the_peak() {
     let py = python();
     if !module(&py, "memray") {

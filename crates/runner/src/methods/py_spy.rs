@@ -117,11 +117,8 @@ pub(crate) async fn py_spy_record(
     if wrapped {
         target_status(&mut e, &status_file);
     }
-    if let Some(why) = py_spy_missed_it(&e, &status_file) {
-        // Nothing of the target was seen: a plan's next method (cprofile) sees a run this short.
-        e.not_started = Some(why.clone());
-        e.error_kind = Some(RunErrorKind::MissedTarget);
-        e.error = Some(why);
+    if let Some(target) = py_spy_missed_it(&e, &status_file) {
+        missed(&mut e, target);
     }
     let folded_written = folded.exists();
     let samples = keep_stacks(&mut e, input, place, folded, rate_hz);
@@ -135,14 +132,13 @@ pub(crate) async fn py_spy_record(
             );
         } else if !attach && e.status == RunStatus::Completed {
             // Nothing was measured, and py-spy's own status says nothing of the target's: a
-            // run that passed for a profile would be sold as coverage.
+            // run that passed for a profile would be sold as coverage. The target was missed
+            // (on a busy machine py-spy can read it and end with no sample).
             e.status = RunStatus::Failed;
-            let said = last_words(&e.stderr_tail)
-                .map(|l| format!(" (it said `{l}`)"))
-                .unwrap_or_default();
-            e.error = Some(format!(
-                "py-spy took no samples: the target ended at once{said}, or never ran Python code"
-            ));
+            missed(
+                &mut e,
+                "the target ended at once or never ran Python code: py-spy took no samples",
+            );
         } else {
             e.warnings.push(
                 "py-spy took no samples: the target ended at once, or never ran Python code".into(),
@@ -162,23 +158,38 @@ pub(crate) async fn py_spy_record(
 
 /// py-spy's own failure told apart from the target's: a target that ended well before py-spy
 /// found its interpreter (py-spy gives up after about a second) is not a target that failed.
-fn py_spy_missed_it(e: &Execution, status_file: &Path) -> Option<String> {
+fn py_spy_missed_it(e: &Execution, status_file: &Path) -> Option<&'static str> {
     if e.status != RunStatus::Failed {
         return None;
     }
     // A target that failed is the target's failure (its status, kept by the shell, says so).
     // One that ended well while py-spy failed was missed, whatever py-spy said: on a busy
     // machine it also fails reading a process that vanishes under it.
-    let not_found = e.stderr_tail.contains("No python processes found");
+    // No status: the target never ended by itself. py-spy gave up on a process too young to
+    // read (on a busy machine it fails before the interpreter is loaded, with messages that
+    // vary), and what it left running was ended with it. Only a refusal is py-spy's own.
+    let refused = e.stderr_tail.contains("ermission") || e.stderr_tail.contains("EPERM");
     let target = match read(status_file).trim() {
         "0" => "the target ended (status 0)",
-        "" if not_found => "the target did not become a Python process py-spy could read",
+        "" if !refused => "the target did not become a Python process py-spy could read",
         _ => return None,
     };
-    Some(format!(
-        "{target} before py-spy found its Python interpreter ({:.1} s): py-spy needs the program to run longer than about a second; give it more work, or use cprofile, which sees a run of any length",
+    Some(target)
+}
+
+/// The target was not seen: said with py-spy's last words, and marked so that a plan's next
+/// method (cprofile, which sees a run this short) takes over.
+fn missed(e: &mut Execution, target: &str) {
+    let said = last_words(&e.stderr_tail)
+        .map(|l| format!(" (py-spy said `{l}`)"))
+        .unwrap_or_default();
+    let why = format!(
+        "{target} before py-spy found its Python interpreter ({:.1} s){said}: py-spy needs the program to run longer than about a second; give it more work, or use cprofile, which sees a run of any length",
         e.wall_s
-    ))
+    );
+    e.not_started = Some(why.clone());
+    e.error_kind = Some(RunErrorKind::MissedTarget);
+    e.error = Some(why);
 }
 
 /// The target's own exit status, kept by the shell between py-spy and the target: a target

@@ -124,8 +124,11 @@ async fn py_spy_keeps_the_status_of_a_target_that_fails() {
         e.error_kind,
         Some(system_profile_runner::RunErrorKind::MissedTarget)
     );
+    // Ended before py-spy read it (status 0 kept), or, on a busy machine, py-spy gave up on
+    // it before its interpreter was loaded: either way missed, never the target's failure.
     assert!(
-        error.contains("the target ended") && !error.contains("exited with status"),
+        error.contains("before py-spy found its Python interpreter")
+            && !error.contains("exited with status"),
         "expected the target's quick end as the reason, came {error:?}"
     );
 }

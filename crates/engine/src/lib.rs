@@ -551,6 +551,12 @@ impl Engine {
         progress: &Progress,
     ) -> Result<RunRecord, EngineError> {
         in_range(&input)?;
+        if let Some(message) = input.observers_refused() {
+            return Err(EngineError::InvalidInput {
+                field: "options.observers".into(),
+                message,
+            });
+        }
         let input = self.resolve_run_target(input)?;
         if let RunTarget::System { system: false } = input.target {
             return Err(EngineError::InvalidInput {

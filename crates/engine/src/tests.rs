@@ -251,5 +251,23 @@ async fn bad_inputs_name_the_field() {
         )
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("python"));
+    assert!(err.to_string().contains("python")); // Observers the run cannot have are refused before anything starts, with the field.
+    let dir = tempfile::tempdir().unwrap();
+    for (profiler, observer, says) in [
+        ("py_spy_record", "perf_stat", "read by measure"),
+        ("measure", "memray", "memray cannot observe"),
+    ] {
+        let input: RunProfilerInput = serde_json::from_value(serde_json::json!({
+            "profiler": profiler, "options": {"observers": [observer]},
+            "target": {"command": ["true"]}, "cwd": dir.path()
+        }))
+        .unwrap();
+        match engine.run_profiler(input, &Progress::none()).await {
+            Err(EngineError::InvalidInput { field, message }) => {
+                assert_eq!(field, "options.observers");
+                assert!(message.contains(says), "{message}");
+            }
+            other => panic!("expected options.observers refused, came {other:?}"),
+        }
+    }
 }

@@ -232,6 +232,27 @@ impl RunProfilerInput {
     pub fn methods(&self) -> impl Iterator<Item = Method> + '_ {
         std::iter::once(self.profiler).chain(self.options.observers.iter().copied())
     }
+
+    /// Why its `options.observers` cannot be run, if they cannot: only the methods that
+    /// watch from outside (`Method::OBSERVERS`) observe, and only a measure run.
+    pub fn observers_refused(&self) -> Option<String> {
+        let observers = &self.options.observers;
+        if let Some(other) = observers.iter().find(|m| !Method::OBSERVERS.contains(m)) {
+            let watchers: Vec<String> = Method::OBSERVERS.iter().map(|m| m.id()).collect();
+            return Some(format!(
+                "{} cannot observe another method's run; only {} can (run {} on its own)",
+                other.id(),
+                watchers.join(" and "),
+                other.id()
+            ));
+        }
+        (!observers.is_empty() && self.profiler != Method::Measure).then(|| {
+            format!(
+                "observers are read by measure, not {}: use profiler measure",
+                self.profiler.id()
+            )
+        })
+    }
 }
 
 fn is_default_options(o: &ProfilerOptions) -> bool {

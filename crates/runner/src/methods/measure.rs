@@ -15,20 +15,10 @@ pub(crate) async fn time_v(
     let with_sampler = input.profiler == Method::Measure;
     let target = command_of(input)?;
     let observers = &input.options.observers;
-    if let Some(other) = observers.iter().find(|m| !Method::OBSERVERS.contains(m)) {
+    if let Some(why) = input.observers_refused() {
         return Err(RunError::new(
             RunErrorKind::BadTarget,
-            format!(
-                "options.observers: {} cannot observe another method's run; only py_spy_record and perf_stat can (run {} on its own)",
-                other.id(),
-                other.id()
-            ),
-        ));
-    }
-    if !observers.is_empty() && !with_sampler {
-        return Err(RunError::new(
-            RunErrorKind::BadTarget,
-            "options.observers is read by measure, not time_v: use profiler measure",
+            format!("options.observers: {why}"),
         ));
     }
     let report = artifact_path(input, place, ArtifactKind::TimeV);

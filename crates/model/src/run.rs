@@ -385,7 +385,7 @@ const SPECS: &[MethodSpec] = &[
     spec!(PySpyRecord, tool: Some("py_spy"), modes: &[Launch, Attach], python_only: true, gpu: false, torch: false, function: false, options: [RateHz, Native, Subprocesses, Gil, Idle],
         families: &[F::CpuHotspots], overhead: Negligible,
         "about 1% at 100 Hz: samples from outside the process",
-        artifacts: [(Folded, "py-spy.folded"), (FlamegraphSvg, "flamegraph.svg")], metrics: &["hotspots_self", "hotspots_total", "samples", "gil_percent"], attaches_by_ptrace: true),
+        artifacts: [(Folded, "py-spy.folded"), (FlamegraphSvg, "flamegraph.svg")], metrics: &["hotspots_self", "hotspots_total", "samples", "threads"], attaches_by_ptrace: true),
     spec!(PySpyDump, tool: Some("py_spy"), modes: &[Attach], python_only: true, gpu: false, torch: false, function: false, options: [],
         families: &[F::CpuHotspots], overhead: Negligible,
         "one pause of a few milliseconds",

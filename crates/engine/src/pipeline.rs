@@ -199,25 +199,26 @@ impl Engine {
             .map(|s| format!("{}: {}", s.method.id(), s.reason))
             .collect();
 
-        // A plan with nothing this machine can run would end in a session-less summary:
-        // say why instead (each method's reason for being skipped says what to install).
-        if plan.steps.is_empty() && !plan.questions.is_empty() {
-            return Err(EngineError::InvalidInput {
-                field: "target".into(),
-                message: plan.questions.join(" "),
-            });
-        }
+        // A plan with nothing to run would end in a session-less summary: say why instead
+        // (its questions, or each skipped method's reason, which says what to install).
         if plan.steps.is_empty() {
-            return Err(EngineError::Failed {
-                message: format!(
-                    "the plan for {} has no step this machine can run ({}); install what the reasons name, then profile again",
-                    target.summary,
-                    if skipped_methods.is_empty() {
-                        "no method applies to it".to_string()
-                    } else {
-                        skipped_methods.join("; ")
-                    }
-                ),
+            return Err(if plan.questions.is_empty() {
+                EngineError::Failed {
+                    message: format!(
+                        "the plan for {} has no step this machine can run ({}); install what the reasons name, then profile again",
+                        target.summary,
+                        if skipped_methods.is_empty() {
+                            "no method applies to it".to_string()
+                        } else {
+                            skipped_methods.join("; ")
+                        }
+                    ),
+                }
+            } else {
+                EngineError::InvalidInput {
+                    field: "target".into(),
+                    message: plan.questions.join(" "),
+                }
             });
         }
         let mut changes = Vec::new();

@@ -71,38 +71,32 @@ pub fn parse_reader(reader: impl std::io::BufRead) -> Parsed<StackProfile> {
     parsed
 }
 
-/// A stack without py-spy's root frames under `--subprocesses`, `process 5775:"<cmdline>"`:
-/// one per process from the one py-spy started down to the one sampled (a shell, then the
-/// interpreter, then a pool's worker).
-fn without_process_marker(mut stack: &str) -> &str {
-    loop {
-        let rest = without_one_process_marker(stack);
-        if rest.len() == stack.len() {
-            return rest;
-        }
+/// The process a stack was sampled in and the stack without py-spy's root frames under
+/// `--subprocesses`, `process 5775:"<cmdline>"`: one per process from the one py-spy started
+/// down to the one sampled (a shell, then the interpreter, then a pool's worker); the last
+/// marker's pid, absent without the switch.
+fn sampled_process(mut stack: &str) -> (Option<u32>, &str) {
+    let mut pid = None;
+    while let Some((marked, rest)) = one_process_marker(stack) {
+        pid = Some(marked);
         stack = rest;
     }
+    (pid, stack)
 }
 
-/// The command line is quoted and may itself hold `;` (`python -c "a; b"`), so the marker
-/// ends at the closing `";`, not at the first `;`.
-fn without_one_process_marker(stack: &str) -> &str {
-    let Some((pid, rest)) = stack
-        .strip_prefix("process ")
-        .and_then(|r| r.split_once(':'))
-    else {
-        return stack;
-    };
+/// The first marker's pid and what follows it. The command line is quoted and may itself
+/// hold `;` (`python -c "a; b"`), so the marker ends at the closing `";`, not at the first `;`.
+fn one_process_marker(stack: &str) -> Option<(u32, &str)> {
+    let (pid, rest) = stack.strip_prefix("process ")?.split_once(':')?;
     if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
-        return stack;
+        return None;
     }
-    match rest.strip_prefix('"') {
-        Some(quoted) => match quoted.find("\";") {
-            Some(end) => &quoted[end + 2..],
-            None => "",
-        },
+    let pid = pid.parse().ok()?;
+    let frames = match rest.strip_prefix('"') {
+        Some(quoted) => quoted.find("\";").map_or("", |end| &quoted[end + 2..]),
         None => rest.split_once(';').map_or("", |(_, frames)| frames),
-    }
+    };
+    Some((pid, frames))
 }
 
 /// A stack without py-spy's thread frame under `--threads`, `thread (27296): Thread-1 (work)`
@@ -125,7 +119,7 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
     let mut stacks = 0u64;
     let mut seen: Vec<(String, Option<String>)> = Vec::new();
     let mut call_sites = CallSites::default();
-    let mut threads: HashMap<String, u64> = HashMap::new();
+    let mut threads: HashMap<(Option<u32>, String), u64> = HashMap::new();
     for (i, raw) in input.enumerate() {
         let line = raw.as_ref().trim_end();
         if line.is_empty() {
@@ -146,9 +140,10 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
         stacks += 1;
         // `py-spy --subprocesses` roots each stack at its process; that is not a function.
         // A stack of the marker alone still counts in the total (a sample with no Python).
-        let (stack, thread) = without_thread_marker(without_process_marker(stack));
+        let (pid, stack) = sampled_process(stack);
+        let (stack, thread) = without_thread_marker(stack);
         if let Some(t) = thread {
-            *threads.entry(t.to_string()).or_default() += count;
+            *threads.entry((pid, t.to_string())).or_default() += count;
         }
         let frames: Vec<&str> = stack.split(';').filter(|f| !f.is_empty()).collect();
         seen.clear();
@@ -232,7 +227,11 @@ fn parse_lines<S: AsRef<str>>(input: impl Iterator<Item = S>) -> Parsed<StackPro
     line_rows.truncate(50);
     let mut thread_rows: Vec<ThreadSamples> = threads
         .into_iter()
-        .map(|(thread, samples)| ThreadSamples { thread, samples })
+        .map(|((pid, thread), samples)| ThreadSamples {
+            pid,
+            thread,
+            samples,
+        })
         .collect();
     thread_rows.sort_by(|a, b| {
         b.samples
@@ -266,27 +265,32 @@ mod tests {
         let p = parse(concat!(
             "process 7:\"python3 t.py\";thread (27296): Thread-1 (work);Thread.run (threading.py:982);work (t.py:4) 24\n",
             "process 7:\"python3 t.py\";thread (27297): Thread-2 (work);Thread.run (threading.py:982);work (t.py:5) 12\n",
-            "thread (27296): Thread-1 (work);Thread.run (threading.py:982);work (t.py:5) 43\n",
-            "thread (0x7F3A12345678) 1\n",
+            "process 7:\"python3 t.py\";thread (27296): Thread-1 (work);Thread.run (threading.py:982);work (t.py:5) 43\n",
+            "process 7:\"python3 t.py\";process 9:\"python3 -c x\";thread (0x7F3A12345678) 1\n",
         ));
         let v = p.value;
         assert_eq!(v.total_samples, 80);
         assert_eq!(v.by_self[0].function, "work");
         assert_eq!(v.by_self[0].self_samples, 79);
         assert!(v.by_total.iter().all(|f| !f.function.starts_with("thread")));
-        let threads: Vec<(&str, u64)> = v
+        // Each thread with the process it ran in (the last marker): a pool's workers each
+        // have a GIL of their own.
+        let threads: Vec<(Option<u32>, &str, u64)> = v
             .threads
             .iter()
-            .map(|t| (t.thread.as_str(), t.samples))
+            .map(|t| (t.pid, t.thread.as_str(), t.samples))
             .collect();
         assert_eq!(
             threads,
             vec![
-                ("thread (27296): Thread-1 (work)", 67),
-                ("thread (27297): Thread-2 (work)", 12),
-                ("thread (0x7F3A12345678)", 1),
+                (Some(7), "thread (27296): Thread-1 (work)", 67),
+                (Some(7), "thread (27297): Thread-2 (work)", 12),
+                (Some(9), "thread (0x7F3A12345678)", 1),
             ]
         );
+        // Without --subprocesses no process is named.
+        let alone = parse("thread (5): MainThread;f (a.py:1) 3\n").value;
+        assert_eq!(alone.threads[0].pid, None);
         // Without the switch: no threads.
         assert!(parse("f (a.py:1) 3\n").value.threads.is_empty());
     }
@@ -303,19 +307,19 @@ mod tests {
         assert!((p.by_self[0].self_percent - 96.0).abs() < 1e-9);
         let spawned =
             "process 9:\"python -c \"from m import s; s(fd=4) --fork\";w (a.py:3);f (a.py:9)";
-        assert_eq!(without_process_marker(spawned), "w (a.py:3);f (a.py:9)");
+        assert_eq!(sampled_process(spawned), (Some(9), "w (a.py:3);f (a.py:9)"));
         assert_eq!(
-            without_process_marker("process 1:x;f (a.py:1)"),
-            "f (a.py:1)"
+            sampled_process("process 1:x;f (a.py:1)"),
+            (Some(1), "f (a.py:1)")
         );
         assert_eq!(
-            without_process_marker("process_item (a.py:3)"),
-            "process_item (a.py:3)"
+            sampled_process("process_item (a.py:3)"),
+            (None, "process_item (a.py:3)")
         );
-        assert_eq!(without_process_marker("process :x;f"), "process :x;f");
+        assert_eq!(sampled_process("process :x;f"), (None, "process :x;f"));
         // A shell between py-spy and the interpreter, then a pool's worker: every root goes.
         let nested = "process 1:\"sh -c \"$@\" ; s=$? ; echo $s > \"$0\" ; exit $s /r/st python a.py\";process 2:\"python a.py\";process 3:\"python -c x\";w (a.py:3)";
-        assert_eq!(without_process_marker(nested), "w (a.py:3)");
+        assert_eq!(sampled_process(nested), (Some(3), "w (a.py:3)"));
     }
 
     #[test]

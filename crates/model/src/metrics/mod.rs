@@ -277,6 +277,9 @@ pub struct StackProfile {
 /// One thread's samples: `thread` as py-spy names it (`thread (27296): Thread-1 (work)`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ThreadSamples {
+    /// Its process, where the stacks name it (py-spy `--subprocesses`): each has its own GIL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
     pub thread: String,
     pub samples: u64,
 }

@@ -16,28 +16,32 @@ pub(super) fn gil_bound_threads(inputs: &Inputs) -> Vec<Draft> {
         let (Some(stacks), Some(wall_s)) = (&run.metrics.stacks, run.wall_s) else {
             continue;
         };
-        let gil_sampled = stacks.gil_holders_only;
         let Some(period_s) = stacks.sample_period_s else {
             continue;
         };
-        if !gil_sampled || wall_s <= 0.0 || cpus < 2 || stacks.total_samples == 0 {
+        if !stacks.gil_holders_only || wall_s <= 0.0 || cpus < 2 {
             continue;
         }
-        // Several processes each have a GIL: their samples add past the wall time, and no
-        // one GIL is shared by their threads.
-        let held_share = stacks.total_samples as f64 * period_s / wall_s;
-        if !(GIL_HELD_SHARE..=1.05).contains(&held_share) {
+        // Each process has a GIL of its own: the one whose threads held theirs most is read.
+        let mut by_process: Vec<(Option<u32>, u64)> = Vec::new();
+        for t in &stacks.threads {
+            match by_process.iter_mut().find(|(pid, _)| *pid == t.pid) {
+                Some((_, n)) => *n += t.samples,
+                None => by_process.push((t.pid, t.samples)),
+            }
+        }
+        let Some(&(pid, held_samples)) = by_process.iter().max_by_key(|(_, n)| *n) else {
+            continue;
+        };
+        let held_share = held_samples as f64 * period_s / wall_s;
+        if held_share < GIL_HELD_SHARE {
             continue;
         }
         let turns: Vec<(&str, f64)> = stacks
             .threads
             .iter()
-            .map(|t| {
-                (
-                    t.thread.as_str(),
-                    t.samples as f64 / stacks.total_samples as f64,
-                )
-            })
+            .filter(|t| t.pid == pid)
+            .map(|t| (t.thread.as_str(), t.samples as f64 / held_samples as f64))
             .filter(|(_, share)| *share >= GIL_THREAD_SHARE)
             .collect();
         if turns.len() < 2 {

@@ -117,11 +117,12 @@ pub(crate) async fn py_spy_record(
     if wrapped {
         target_status(&mut e, &status_file);
     }
-    if let Some(target) = py_spy_missed_it(&e, &status_file) {
-        missed(&mut e, target);
-    }
     let folded_written = folded.exists();
     let samples = keep_stacks(&mut e, input, place, folded, rate_hz);
+    // A run with samples saw its target, whatever py-spy's status says.
+    if let Some(target) = py_spy_missed_it(&e, &status_file).filter(|_| samples == 0) {
+        missed(&mut e, target);
+    }
     if samples == 0 {
         if e.status == RunStatus::TimedOut && !folded_written {
             // py-spy writes its samples only when it ends by itself or on Ctrl-C; a run
@@ -164,11 +165,11 @@ fn py_spy_missed_it(e: &Execution, status_file: &Path) -> Option<&'static str> {
     }
     // A target that failed is the target's failure (its status, kept by the shell, says so).
     // One that ended well while py-spy failed was missed, whatever py-spy said: on a busy
-    // machine it also fails reading a process that vanishes under it.
-    // No status: the target never ended by itself. py-spy gave up on a process too young to
-    // read (on a busy machine it fails before the interpreter is loaded, with messages that
-    // vary), and what it left running was ended with it. Only a refusal is py-spy's own.
-    let refused = e.stderr_tail.contains("ermission") || e.stderr_tail.contains("EPERM");
+    // machine it also fails reading a process that vanishes under it. No status: the target
+    // never ended by itself; py-spy gave up on a process too young to read (before its
+    // interpreter is loaded, with words that vary) and what it left was ended with it. Only
+    // a refusal is py-spy's own.
+    let refused = ptrace_refused(&e.stderr_tail).is_some();
     let target = match read(status_file).trim() {
         "0" => "the target ended (status 0)",
         "" if !refused => "the target did not become a Python process py-spy could read",

@@ -6,6 +6,8 @@
 mod capture;
 mod error;
 #[cfg(unix)]
+mod gate;
+#[cfg(unix)]
 mod group;
 mod run;
 
@@ -16,7 +18,9 @@ pub use group::{
     kill_all_runs, kill_runs_of, kill_runs_of_dead_servers, marked_servers, RUN_MARK_VAR,
 };
 mod watchdog;
-pub use run::{run, run_observed, CommandSpec, ExitKind, Outcome, RunOptions};
+#[cfg(unix)]
+pub use gate::{find_gate, gated, GATE_NAME};
+pub use run::{run, run_gated, run_observed, CommandSpec, ExitKind, Outcome, RunOptions};
 pub use watchdog::{spawn_watchdog, watchdog_main, Watchdog, WATCHDOG_ARG};
 
 /// Find `program` the way execvp would: a name with a slash is taken as a path, anything else is

@@ -4,6 +4,7 @@ use crate::capture::Tail;
 use crate::error::{ExecError, ExecErrorKind};
 use crate::group::{group_alive, GroupGuard};
 use std::ffi::OsString;
+use std::future::Future;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -115,7 +116,10 @@ impl ExitKind {
 pub struct Outcome {
     pub pid: u32,
     pub exit: ExitKind,
+    /// From the end of the wait at its gate (`run_gated`), or from its start.
     pub wall: Duration,
+    /// How long it waited at its gate before its program started (zero for `run`).
+    pub held: Duration,
     pub stdout: Tail,
     pub stderr: Tail,
     /// Processes of the group were still alive after the leader exited and were killed.
@@ -148,13 +152,47 @@ pub async fn run_observed(
     opts: &RunOptions,
     on_spawn: impl FnOnce(u32),
 ) -> Result<Outcome, ExecError> {
+    supervise(spec, opts, Start::AtOnce, |pid| {
+        on_spawn(pid);
+        std::future::ready(())
+    })
+    .await
+}
+
+/// `run` of an argv holding a gate (`crate::gated`): the child starts with a pipe for stdin,
+/// `hold` gets its PID (to start observers on the gate), and when `hold` ends the gate is
+/// opened. The wall time and the timeout count from then; `Outcome.held` is the wait.
+pub async fn run_gated<F: Future<Output = ()>>(
+    spec: &CommandSpec,
+    opts: &RunOptions,
+    hold: impl FnOnce(u32) -> F,
+) -> Result<Outcome, ExecError> {
+    supervise(spec, opts, Start::WhenReleased, hold).await
+}
+
+/// Whether the child runs at once or waits at its gate.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    AtOnce,
+    WhenReleased,
+}
+
+async fn supervise<F: Future<Output = ()>>(
+    spec: &CommandSpec,
+    opts: &RunOptions,
+    start: Start,
+    before: impl FnOnce(u32) -> F,
+) -> Result<Outcome, ExecError> {
     let program = spec.program();
     let Some((first, rest)) = spec.argv.split_first() else {
         return Err(ExecError::new(ExecErrorKind::EmptyArgv));
     };
     let mut cmd = Command::new(first);
     cmd.args(rest)
-        .stdin(Stdio::null())
+        .stdin(match start {
+            Start::AtOnce => Stdio::null(),
+            Start::WhenReleased => Stdio::piped(),
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -172,7 +210,7 @@ pub async fn run_observed(
         cmd.current_dir(dir);
     }
 
-    let started = Instant::now();
+    let spawned = Instant::now();
     let mut child = cmd.spawn().map_err(|e| {
         ExecError::new(match e.kind() {
             std::io::ErrorKind::NotFound => ExecErrorKind::NotFound {
@@ -189,7 +227,7 @@ pub async fn run_observed(
     })?;
     let pid = child.id().unwrap_or(0);
     let mut guard = GroupGuard::new(pid as i32, mark);
-    on_spawn(pid);
+    let gate = child.stdin.take();
 
     let out_reader = tokio::spawn(drain(
         child.stdout.take(),
@@ -203,6 +241,13 @@ pub async fn run_observed(
         opts.stderr_path.clone(),
         opts.file_cap_bytes,
     ));
+    before(pid).await;
+    if let Some(mut gate) = gate {
+        // A gate that died first (its program missing) is seen at the wait below.
+        let _ = gate.write_all(b"\n").await;
+    }
+    let held = spawned.elapsed();
+    let started = Instant::now();
 
     let io_err = |source| {
         ExecError::new(ExecErrorKind::Io {
@@ -251,6 +296,11 @@ pub async fn run_observed(
         pid,
         exit,
         wall,
+        held: if start == Start::WhenReleased {
+            held
+        } else {
+            Duration::ZERO
+        },
         stdout,
         stderr,
         killed_leftovers,
@@ -429,6 +479,77 @@ mod tests {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(live_members(pgid), Vec::<u32>::new());
+    }
+
+    /// Nanoseconds since the epoch, as `date +%s%N` prints them.
+    fn epoch_ns() -> u128 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    }
+
+    #[tokio::test]
+    async fn a_gated_program_starts_when_its_hold_ends_and_counts_from_then() {
+        // The program prints when it started and what its stdin holds (nothing: /dev/null).
+        let spec = CommandSpec::new(crate::gated(&[
+            "/bin/sh",
+            "-c",
+            "date +%s%N; cat; echo end",
+        ]));
+        let mut released_ns = 0;
+        let mut gate_seen = None;
+        let out = run_gated(&spec, &RunOptions::default(), |pid| {
+            let (released_ns, gate_seen) = (&mut released_ns, &mut gate_seen);
+            async move {
+                *gate_seen = crate::find_gate(pid);
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                *released_ns = epoch_ns();
+            }
+        })
+        .await
+        .unwrap();
+        assert!(out.exit.success(), "{out:?}");
+        // The root is the gate while it waits, and the program in the same PID after.
+        assert_eq!(gate_seen, Some(out.pid));
+        let text = out.stdout.text();
+        let mut lines = text.lines();
+        let started_ns: u128 = lines.next().unwrap().parse().unwrap();
+        assert!(
+            started_ns >= released_ns,
+            "started {started_ns} before {released_ns}"
+        );
+        assert_eq!(lines.next(), Some("end"), "{text:?}");
+        assert!(out.held >= Duration::from_millis(400), "{:?}", out.held);
+    }
+
+    #[tokio::test]
+    async fn a_gate_is_found_under_its_root_only() {
+        let spec = CommandSpec::new(
+            ["/bin/sh", "-c", "\"$@\"; exit 0", "outer"]
+                .into_iter()
+                .map(OsString::from)
+                .chain(crate::gated(&["true"])),
+        );
+        let mut found = (None, None);
+        let out = run_gated(&spec, &RunOptions::default(), |pid| {
+            let found = &mut found;
+            async move {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while found.0.is_none() && Instant::now() < deadline {
+                    found.0 = crate::find_gate(pid);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                // Not under another process.
+                found.1 = crate::find_gate(std::process::id() + 4_000_000);
+            }
+        })
+        .await
+        .unwrap();
+        assert!(out.exit.success(), "{out:?}");
+        let gate = found.0.expect("the gate under the outer shell");
+        assert_ne!(gate, out.pid, "the gate is the outer shell's child");
+        assert_eq!(found.1, None);
     }
 
     #[tokio::test]

@@ -99,9 +99,7 @@ pub fn parse(input: &str) -> Parsed<TimeV> {
         // time prints the status of a signalled child as 0; it did not exit.
         t.exit_status = None;
     }
-    if t.wall_s > 0.0 {
-        t.cpu_utilization = Some((t.user_s + t.sys_s) / t.wall_s);
-    }
+    t.set_utilization();
     Parsed {
         value: t,
         diagnostics,

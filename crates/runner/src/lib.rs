@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use system_profile_exec::{
-    run, run_observed, CommandSpec, ExecError, ExitKind, Outcome, RunOptions,
+    run, run_gated, run_observed, CommandSpec, ExecError, ExitKind, Outcome, RunOptions,
 };
 use system_profile_model::run::{
     ArtifactKind, Method, ProfilerOptions, RunMetrics, RunProfilerInput, RunStatus, RunTarget,
@@ -203,6 +203,31 @@ async fn launch(
     timeout: Option<Duration>,
     on_spawn: impl FnOnce(u32),
 ) -> Result<Outcome, RunError> {
+    let (spec, opts) = supervision(input, place, argv, timeout);
+    Ok(run_observed(&spec, &opts, on_spawn).await?)
+}
+
+/// `launch` of an argv holding a gate (`system_profile_exec::gated`): the program starts when
+/// `hold` (given the root's PID) ends.
+async fn launch_gated<F: std::future::Future<Output = ()>>(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    argv: &[String],
+    timeout: Option<Duration>,
+    hold: impl FnOnce(u32) -> F,
+) -> Result<Outcome, RunError> {
+    let (spec, opts) = supervision(input, place, argv, timeout);
+    Ok(run_gated(&spec, &opts, hold).await?)
+}
+
+/// The run's command and how it is supervised: its streams kept in the run's folder up to
+/// `output_cap_bytes`, `SP_RUN_ID` set.
+fn supervision(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    argv: &[String],
+    timeout: Option<Duration>,
+) -> (CommandSpec, RunOptions) {
     let mut spec = spec_of(input, argv, &place.cwd);
     if !place.run_id.is_empty() {
         spec = spec.env("SP_RUN_ID", &place.run_id);
@@ -217,7 +242,7 @@ async fn launch(
             .unwrap_or(DEFAULT_OUTPUT_CAP_BYTES),
         ..Default::default()
     };
-    Ok(run_observed(&spec, &opts, on_spawn).await?)
+    (spec, opts)
 }
 
 /// `argv` in `cwd` with the run's environment: every program a run starts, the target or a

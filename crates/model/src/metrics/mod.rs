@@ -52,6 +52,23 @@ pub struct TimeV {
     pub terminated_by_signal: Option<i32>,
 }
 
+impl TimeV {
+    /// `cpu_utilization` from the times: (user + sys) / wall.
+    pub fn set_utilization(&mut self) {
+        self.cpu_utilization =
+            (self.wall_s > 0.0).then(|| (self.user_s + self.sys_s) / self.wall_s);
+    }
+
+    /// time counts from the fork of its child: a program that first waited `held_s` at its
+    /// gate (its observers starting, `system_profile_exec::gated`) began that much later, and
+    /// its wall time and share of CPU count from then. time's own percentage goes with them.
+    pub fn started_later_by(&mut self, held_s: f64) {
+        self.wall_s = (self.wall_s - held_s).max(0.0);
+        self.set_utilization();
+        self.cpu_percent = self.cpu_utilization.map(|u| (u * 100.0).round());
+    }
+}
+
 /// One counter of `perf stat -x,`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PerfCounter {

@@ -3,9 +3,15 @@
 use super::nvidia::{machine_execution, nvml_config};
 use super::{perf, py_spy};
 use crate::*;
+use system_profile_exec::{find_gate, gated};
 
 /// Seconds an observer may take to write its files after the program ended.
 const OBSERVER_GRACE: Duration = Duration::from_secs(30);
+/// Longest the program waits at its gate for its observers: past it, it starts without them
+/// ready (a machine so busy that py-spy has not started in that time).
+const GATE_DEADLINE: Duration = Duration::from_secs(20);
+/// A wait at the gate long enough to say in the run.
+const NOTABLE_HOLD: Duration = Duration::from_millis(500);
 
 /// `time -v` around the command; `measure` adds the samplers.
 pub(crate) async fn time_v(
@@ -39,7 +45,15 @@ pub(crate) async fn time_v(
         report.to_string_lossy().into_owned(),
         "--".into(),
     ]);
-    argv.extend(target);
+    // py-spy attaches by PID: the program waits at a gate until py-spy runs, or py-spy's own
+    // start-up on a busy machine loses the program's first second (innermost, so the gate's
+    // PID becomes the program's).
+    let wants_py_spy = with_sampler && observers.contains(&Method::PySpyRecord);
+    if wants_py_spy {
+        argv.extend(gated(&target).into_iter().map(|a| a.to_string_lossy().into_owned()));
+    } else {
+        argv.extend(target);
+    }
     // measure samples the GPUs too when NVML is there (unless options.gpu is false).
     let gpu = if with_sampler && input.options.gpu != Some(false) {
         Some(NvmlSampler::start(nvml_config(
@@ -52,13 +66,17 @@ pub(crate) async fn time_v(
         None
     };
     let mut py_spy_observer: Option<Result<PySpyObserver, String>> = None;
-    let mut e = if with_sampler {
-        launch_sampled(input, place, argv, |pid| {
-            if observers.contains(&Method::PySpyRecord) {
-                py_spy_observer = Some(PySpyObserver::start(input, place, pid));
-            }
+    let mut held = Duration::ZERO;
+    let mut e = if wants_py_spy {
+        let observer = &mut py_spy_observer;
+        let (e, waited) = launch_sampled_gated(input, place, argv, |root| async move {
+            *observer = Some(PySpyObserver::start_at_gate(input, place, root).await);
         })
-        .await?
+        .await?;
+        held = waited;
+        e
+    } else if with_sampler {
+        launch_sampled(input, place, argv).await?
     } else {
         let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
         finish(&outcome, argv, place)
@@ -84,7 +102,16 @@ pub(crate) async fn time_v(
         }
         _ => {}
     }
-    let parsed = system_profile_parse::time_v::parse(&read(&report));
+    let mut parsed = system_profile_parse::time_v::parse(&read(&report));
+    if !held.is_zero() {
+        parsed.value.started_later_by(held.as_secs_f64());
+        if held >= NOTABLE_HOLD {
+            e.warnings.push(format!(
+                "the program waited {:.2} s at its start for py-spy to attach; its wall time and CPU share count from when it started",
+                held.as_secs_f64()
+            ));
+        }
+    }
     if e.status != RunStatus::TimedOut {
         // time's own report of the target: exit status or the signal that ended it.
         e.exit_code = parsed.value.exit_status;
@@ -151,7 +178,7 @@ pub(crate) async fn procfs_sampler(
             Ok(e)
         }
         _ => {
-            let mut e = launch_sampled(input, place, command_of(input)?, |_| {}).await?;
+            let mut e = launch_sampled(input, place, command_of(input)?).await?;
             explain_exit(&mut e);
             Ok(e)
         }
@@ -180,8 +207,9 @@ fn observer_options(options: &ProfilerOptions) -> ProfilerOptions {
     }
 }
 
-/// py-spy attached by PID to a run another method started, `--subprocesses` so it finds the
-/// Python under `time` and `perf`. Not in the run's process group: the sampler's tree is the
+/// py-spy attached by PID to the program of a run another method started (under `time` and
+/// `perf`, at its gate), `--subprocesses` so it follows the program's children (a pool's
+/// workers, a launcher's Python). Not in the run's process group: the sampler's tree is the
 /// program's. It pauses the program for each sample, as py-spy does by default:
 /// `--nonblocking` reads stacks while they change, and on `json.tool` it put 30.8% of the run
 /// in `dump` against the clock's 59.5% (the truth corpus), so the run's context-switch counts
@@ -192,9 +220,59 @@ struct PySpyObserver {
     child: tokio::process::Child,
     folded: PathBuf,
     log: PathBuf,
+    /// Why its samples may miss the program's start.
+    late: Option<String>,
 }
 
 impl PySpyObserver {
+    /// py-spy on the program waiting at its gate under `root`; returns when py-spy has started
+    /// its sampler for that PID (a second thread, made once its own start-up is done: on the
+    /// truth corpus's `json.tool` beside CPU hogs, attaching to a running program lost its
+    /// first 18%), or has ended, or `GATE_DEADLINE` passed.
+    async fn start_at_gate(
+        input: &RunProfilerInput,
+        place: &RunPlace,
+        root: u32,
+    ) -> Result<Self, String> {
+        let deadline = Instant::now() + GATE_DEADLINE;
+        let gate = loop {
+            if let Some(gate) = find_gate(root) {
+                break gate;
+            }
+            if Instant::now() > deadline || !Path::new(&format!("/proc/{root}")).exists() {
+                return Err(format!(
+                    "the program's start was not found under PID {root} in {} s",
+                    GATE_DEADLINE.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        let mut observer = Self::start(input, place, gate)?;
+        let tasks = observer
+            .child
+            .id()
+            .map(|pid| PathBuf::from(format!("/proc/{pid}/task")));
+        loop {
+            let threads = tasks
+                .as_ref()
+                .and_then(|t| std::fs::read_dir(t).ok())
+                .map_or(0, |d| d.count());
+            let ended = !matches!(observer.child.try_wait(), Ok(None));
+            if threads >= 2 || ended {
+                break;
+            }
+            if Instant::now() > deadline {
+                observer.late = Some(format!(
+                    "py_spy_record (observer) had not started after {} s: the program started without it, and its first moments may be missing from the samples",
+                    GATE_DEADLINE.as_secs()
+                ));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok(observer)
+    }
+
     fn start(input: &RunProfilerInput, place: &RunPlace, pid: u32) -> Result<Self, String> {
         let folded = artifact_path(input, place, ArtifactKind::Folded);
         let mut argv = py_spy::record_argv(&observer_options(&input.options), &folded);
@@ -211,7 +289,12 @@ impl PySpyObserver {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("`{}`: {e}", argv[0]))?;
-        Ok(PySpyObserver { child, folded, log })
+        Ok(PySpyObserver {
+            child,
+            folded,
+            log,
+            late: None,
+        })
     }
 
     /// py-spy ends when the program does, writing its samples; they join the run's record.
@@ -226,6 +309,7 @@ impl PySpyObserver {
                 OBSERVER_GRACE.as_secs()
             ));
         }
+        e.warnings.extend(self.late);
         let rate_hz = py_spy::rate_of(&input.options);
         let samples = py_spy::keep_stacks(e, input, place, self.folded, rate_hz);
         if samples > 0 {
@@ -244,27 +328,53 @@ impl PySpyObserver {
     }
 }
 
-/// Start `argv` with the /proc sampler attached to it from its first instant (and whatever
-/// else `also` starts on its pid), and finish the execution with the sampler's summary and
-/// timeline.
+/// Start `argv` with the /proc sampler attached to it from its first instant, and finish the
+/// execution with the sampler's summary and timeline.
 async fn launch_sampled(
     input: &RunProfilerInput,
     place: &RunPlace,
     argv: Vec<String>,
-    also: impl FnOnce(u32),
 ) -> Result<Execution, RunError> {
     let jsonl = artifact_path(input, place, ArtifactKind::ProcfsJsonl);
     let config = sampler_config(input, place, jsonl.clone());
     let mut sampler: Option<Sampler> = None;
     let outcome = launch(input, place, &argv, timeout_of(input), |pid| {
-        sampler = Some(Sampler::start(pid, config));
-        also(pid);
+        sampler = Some(Sampler::start(pid, config))
     })
     .await?;
-    let mut e = finish(&outcome, argv, place);
+    Ok(sampled(finish(&outcome, argv, place), sampler, jsonl))
+}
+
+/// `launch_sampled` of an argv holding a gate: `hold` starts the observers on the waiting
+/// program, and the sampler starts with the program, when `hold` ends. Also returns how long
+/// the program waited.
+async fn launch_sampled_gated<F: std::future::Future<Output = ()>>(
+    input: &RunProfilerInput,
+    place: &RunPlace,
+    argv: Vec<String>,
+    hold: impl FnOnce(u32) -> F,
+) -> Result<(Execution, Duration), RunError> {
+    let jsonl = artifact_path(input, place, ArtifactKind::ProcfsJsonl);
+    let config = sampler_config(input, place, jsonl.clone());
+    let mut sampler: Option<Sampler> = None;
+    let outcome = launch_gated(input, place, &argv, timeout_of(input), |pid| {
+        let sampler = &mut sampler;
+        let observers = hold(pid);
+        async move {
+            observers.await;
+            *sampler = Some(Sampler::start(pid, config));
+        }
+    })
+    .await?;
+    let held = outcome.held;
+    Ok((sampled(finish(&outcome, argv, place), sampler, jsonl), held))
+}
+
+/// The execution with the sampler's summary and timeline.
+fn sampled(mut e: Execution, sampler: Option<Sampler>, jsonl: PathBuf) -> Execution {
     if let Some(s) = sampler {
         e.metrics.procfs = Some(s.stop());
         e.artifacts.extend(file_artifact(jsonl, ArtifactKind::ProcfsJsonl));
     }
-    Ok(e)
+    e
 }

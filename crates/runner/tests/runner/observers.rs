@@ -72,3 +72,54 @@ async fn only_py_spy_and_perf_stat_observe_and_only_a_measure_run() {
     let err = execute(&i, &place(dir.path())).await.unwrap_err();
     assert!(err.to_string().contains("use profiler measure"), "{err}");
 }
+
+/// py-spy attaches by PID, after its own start-up: the program waits at its gate until py-spy
+/// runs, so its first moments are in the samples (attached to a running program on a busy
+/// machine, py-spy lost `json.tool`'s first 18%).
+#[tokio::test]
+async fn py_spy_as_an_observer_sees_the_programs_first_moments() {
+    if !tool("py-spy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let py = python();
+    // A third of the wall time in `opening`, the rest in `rest`, by the clock.
+    let program = script(
+        dir.path(),
+        "phases.py",
+        "import time\n\
+         def spin(s):\n    t = time.perf_counter()\n    while time.perf_counter() - t < s:\n        pass\n\
+         def opening():\n    spin(0.6)\n\
+         def rest():\n    spin(1.2)\n\
+         opening()\nrest()\n",
+    );
+    let mut i = input(Method::Measure, command(&[&py, &program]));
+    i.options.observers = vec![Method::PySpyRecord];
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    let s = e
+        .metrics
+        .stacks
+        .as_ref()
+        .unwrap_or_else(|| panic!("{:?}", e.warnings));
+    let total = |f: &str| {
+        s.by_total
+            .iter()
+            .find(|r| r.function == f)
+            .map_or(0, |r| r.total_samples)
+    };
+    let (opening, rest) = (total("opening"), total("rest"));
+    let share = opening as f64 / (opening + rest).max(1) as f64;
+    assert!(
+        (0.2..0.5).contains(&share),
+        "opening {opening} and rest {rest} samples: {share:.2} of them, a third by the clock"
+    );
+    // time -v counts the program from its start, not from the wait at its gate.
+    let t = e.metrics.time_v.as_ref().unwrap();
+    assert!(t.wall_s >= 1.8, "{t:?}");
+    assert!(
+        t.wall_s < e.wall_s + 0.05,
+        "{t:?} against the run's {}",
+        e.wall_s
+    );
+}

@@ -7,9 +7,11 @@ use crate::{Engine, EngineError, Progress};
 use std::time::Instant;
 use system_profile_model::detect::DetectToolsInput;
 use system_profile_model::instrument::{RevertChangesInput, Strategy};
-use system_profile_model::plan::{PlanProfileInput, PlanStep, TargetSpec};
+use system_profile_model::plan::{PlanProfileInput, PlanStep, RunCondition, TargetSpec};
 use system_profile_model::report::{Lang, ReportFormat, SummarizeInput};
-use system_profile_model::run::{GetRunInput, InsteadOf, RunProfilerInput, RunStatus};
+use system_profile_model::run::{
+    GetRunInput, InsteadOf, RunProfilerInput, RunRecord, RunStatus, StepNotRun,
+};
 use system_profile_model::target::IdentifyTargetInput;
 use system_profile_model::wire_name;
 
@@ -344,6 +346,8 @@ impl Engine {
         let mut out: Vec<PipelineRun> = Vec::new();
         // How long each started command took (the longest completed run of it).
         let mut took_s: std::collections::HashMap<String, f64> = Default::default();
+        // Each step's run once it ended, for the steps that run only if it showed a need.
+        let mut ended: std::collections::HashMap<String, RunRecord> = Default::default();
         for step in steps.iter().filter(|s| !s.run_profiler.background) {
             let beside: Vec<&PlanStep> = steps
                 .iter()
@@ -363,12 +367,18 @@ impl Engine {
             let spent = left_s
                 .filter(|l| *l < 1.0)
                 .map(|left| format!("the budget is spent ({left:.0} s left)"));
-            if let Some(reason) = spent.or(too_long) {
+            if let Some(reason) = spent.or(too_long).or_else(|| not_worth_it(step, &ended)) {
                 for s in std::iter::once(step).chain(beside.iter().copied()) {
                     let reason = reason.clone();
                     observe(PipelineEvent::RunSkipped {
                         index: index_of(&s.id),
                         step: s.id.clone(),
+                        reason: reason.clone(),
+                    });
+                    self.runs.left_out(StepNotRun {
+                        step: s.id.clone(),
+                        method: s.method,
+                        title: s.title.clone(),
                         reason: reason.clone(),
                     });
                     out.push(PipelineRun {
@@ -411,6 +421,7 @@ impl Engine {
                 .run_with_fallbacks(step, budget_s, started, observe)
                 .await;
             if let Ok(r) = &result {
+                ended.insert(step.id.clone(), r.clone());
                 if let (RunStatus::Completed, Some(wall)) = (&r.status, r.wall_s) {
                     let key = target_key(&step.run_profiler);
                     let longest = took_s.get(&key).copied().unwrap_or(0.0).max(wall);
@@ -522,6 +533,28 @@ impl Engine {
             note: run.note.clone(),
         });
         run
+    }
+}
+
+/// Why `step` is not worth running after the run it waits for (`PlanStep::runs_if`): that
+/// run completed and its figures do not meet the condition. A step whose deciding run failed
+/// or has no figures runs: nothing says it is not needed.
+fn not_worth_it(
+    step: &PlanStep,
+    ended: &std::collections::HashMap<String, RunRecord>,
+) -> Option<String> {
+    let runs_if = step.runs_if.as_ref()?;
+    let earlier = ended
+        .get(&runs_if.after_step)
+        .filter(|r| r.status == RunStatus::Completed)?;
+    match runs_if.condition.holds(earlier)? {
+        (true, _) => None,
+        (false, figures) => Some(match runs_if.condition {
+            RunCondition::MemoryMatters => format!(
+                "{figures}; an allocation profile ({}) would find little worth changing at that size, and costs several times the run; name `memory` in the target to run it anyway",
+                step.method.id()
+            ),
+        }),
     }
 }
 
@@ -715,5 +748,84 @@ mod tests {
             markdown.contains("ran tracemalloc instead of memray"),
             "the report says which method stood in:\n{markdown}"
         );
+    }
+
+    /// Under the recipe's focus, the allocation profile runs only when the measure run shows
+    /// memory worth it: a program holding 20 MiB gets none, and the session says why; one
+    /// holding 160 MiB gets its sites.
+    #[tokio::test]
+    async fn an_allocation_profile_runs_only_for_a_program_whose_memory_matters() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let made = std::process::Command::new("python3")
+            .args(["-m", "venv", "--without-pip"])
+            .arg(root.join("venv"))
+            .status()
+            .unwrap();
+        assert!(made.success(), "python3 -m venv failed");
+        let python = root.join("venv/bin/python").to_string_lossy().into_owned();
+        std::fs::write(
+            root.join("small.py"),
+            "print(sum(i * i for i in range(3_000_000)))\n",
+        )
+        .unwrap();
+        // 160 MiB of 1 KiB objects, each one written: resident, not just reserved.
+        std::fs::write(
+            root.join("held.py"),
+            "hold = [bytes([i % 256]) * 1024 for i in range(160 * 1024)]\nprint(len(hold))\n",
+        )
+        .unwrap();
+        let engine = Engine::new(crate::EngineConfig {
+            root: root.to_path_buf(),
+            default_python: python.clone(),
+        });
+        let profile = |target: &str| {
+            engine.profile(
+                PipelineConfig {
+                    target: target.into(),
+                    budget_s: Some(600.0),
+                    python: Some(python.clone()),
+                    ..Default::default()
+                },
+                &|_| {},
+            )
+        };
+        let allocation_step = |o: &PipelineOutcome| {
+            o.runs
+                .iter()
+                .find(|r| {
+                    system_profile_model::run::Method::ALL.iter().any(|m| {
+                        m.id() == r.method
+                            && m.spec()
+                                .families
+                                .contains(&system_profile_model::run::MetricFamily::AllocationSites)
+                    })
+                })
+                .cloned()
+                .unwrap_or_else(|| panic!("no allocation step among {:?}", o.runs))
+        };
+
+        let small = profile("small.py").await.unwrap();
+        let skipped = allocation_step(&small);
+        assert_eq!(skipped.status, "skipped", "{skipped:?}");
+        let why = skipped.note.clone().unwrap_or_default();
+        assert!(
+            why.contains("under 64 MiB") && why.contains("name `memory`"),
+            "{why}"
+        );
+        let manifest = engine.runs.list();
+        assert_eq!(manifest.not_run.len(), 1, "{:?}", manifest.not_run);
+        assert_eq!(manifest.not_run[0].reason, why);
+        let markdown = std::fs::read_to_string(root.join(&small.report_markdown_path))
+            .or_else(|_| std::fs::read_to_string(&small.report_markdown_path))
+            .unwrap();
+        assert!(
+            markdown.contains("Allocation sites not profiled"),
+            "{markdown}"
+        );
+
+        let held = profile("held.py").await.unwrap();
+        let ran = allocation_step(&held);
+        assert_eq!(ran.status, "completed", "{ran:?}");
     }
 }

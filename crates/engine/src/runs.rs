@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 use system_profile_confine::Confined;
-use system_profile_model::run::{RunList, RunProfilerInput, RunRecord, RunStatus};
+use system_profile_model::run::{RunList, RunProfilerInput, RunRecord, RunStatus, StepNotRun};
 use system_profile_runner::{Execution, RunErrorKind};
 use tokio::sync::watch;
 
@@ -68,6 +68,8 @@ pub struct RunBook {
     root: PathBuf,
     session: String,
     records: Mutex<Vec<RunRecord>>,
+    /// Planned steps `profile` left out.
+    not_run: Mutex<Vec<StepNotRun>>,
     jobs: Mutex<HashMap<String, Job>>,
     /// Serialises manifest writes (records are cloned under `records`, written outside it)
     /// and holds the change number the file on disk reflects.
@@ -87,6 +89,7 @@ impl RunBook {
             root,
             session: format!("{}-{}", utc_stamp(started), std::process::id()),
             records: Mutex::new(Vec::new()),
+            not_run: Mutex::new(Vec::new()),
             jobs: Mutex::new(HashMap::new()),
             write_lock: Mutex::new(0),
             changes: std::sync::atomic::AtomicU64::new(0),
@@ -139,6 +142,19 @@ impl RunBook {
                 .ok()
                 .map(|n| n.get() as u32),
             runs: self.records.lock().map(|r| r.clone()).unwrap_or_default(),
+            not_run: self.not_run.lock().map(|n| n.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// Keep in the manifest that a planned step was left out, and why.
+    pub fn left_out(&self, step: StepNotRun) {
+        if let Ok(mut n) = self.not_run.lock() {
+            n.push(step);
+            self.changes
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        if let Err(e) = self.save() {
+            tracing::warn!("manifest not written: {e}");
         }
     }
 

@@ -94,6 +94,66 @@ pub struct PlanStep {
     /// target ended before py-spy could read it), the next one runs instead and says so.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<Fallback>,
+    /// Run it only when the step named here (an earlier run of the same command) showed
+    /// what it is for; `profile` decides when that run ends, and says why it did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_if: Option<RunsIf>,
+}
+
+/// What an earlier run must show for a step to be worth its cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunsIf {
+    /// The step whose run decides (a `measure` of the same command).
+    pub after_step: String,
+    pub condition: RunCondition,
+}
+
+/// A condition read on the plain figures of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunCondition {
+    /// The program's memory is worth an allocation profile: its largest process held at least
+    /// `MEMORY_WORTH_A_PROFILE_RSS_BYTES`, or the pages it faulted in over the run add up to
+    /// `MEMORY_WORTH_A_PROFILE_PAGED_IN_BYTES` (buffers made and freed).
+    MemoryMatters,
+}
+
+/// A largest-process peak RSS worth an allocation profile: the interpreter alone holds 10 to
+/// 20 MiB (pyperformance's richards peaked at 19.9 MiB), so this is some 40 MiB of the
+/// program's own.
+pub const MEMORY_WORTH_A_PROFILE_RSS_BYTES: u64 = 64 << 20;
+/// Bytes of pages faulted in over the run (minor faults times the page size) worth an
+/// allocation profile: large buffers (served by mmap) made and freed fault their pages in each
+/// time (json.tool on 37.5 MB: 297 MiB). A total, not a rate: the interpreter's start-up
+/// faults in some 15 MiB, which a short run's rate would magnify.
+pub const MEMORY_WORTH_A_PROFILE_PAGED_IN_BYTES: u64 = 256 << 20;
+
+impl RunCondition {
+    /// Whether the run's figures meet the condition, and the figures that say so, as a
+    /// sentence; `None` when the run has none of them (it failed early: the step runs).
+    pub fn holds(self, earlier: &crate::run::RunRecord) -> Option<(bool, String)> {
+        match self {
+            RunCondition::MemoryMatters => {
+                let t = earlier.metrics.time_v.as_ref()?;
+                let paged_in = t.minor_faults * t.page_size_bytes.unwrap_or(4096);
+                let holds = t.max_rss_bytes >= MEMORY_WORTH_A_PROFILE_RSS_BYTES
+                    || paged_in >= MEMORY_WORTH_A_PROFILE_PAGED_IN_BYTES;
+                let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+                let against = |v: u64, limit: u64| if v >= limit { "at least" } else { "under" };
+                let figures = format!(
+                    "in {} its largest process peaked at {:.1} MiB resident ({} {} MiB) and it faulted in {:.0} MiB of pages ({} {} MiB)",
+                    earlier.run_id,
+                    mib(t.max_rss_bytes),
+                    against(t.max_rss_bytes, MEMORY_WORTH_A_PROFILE_RSS_BYTES),
+                    MEMORY_WORTH_A_PROFILE_RSS_BYTES >> 20,
+                    mib(paged_in),
+                    against(paged_in, MEMORY_WORTH_A_PROFILE_PAGED_IN_BYTES),
+                    MEMORY_WORTH_A_PROFILE_PAGED_IN_BYTES >> 20,
+                );
+                Some((holds, figures))
+            }
+        }
+    }
 }
 
 /// A method that stands in for a step's own when that one measured nothing.
@@ -221,4 +281,56 @@ pub struct Plan<T = Target> {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     pub detection: DetectionUsed,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::TimeV;
+    use crate::run::RunRecord;
+
+    /// A measure run with time -v's figures as a real one wrote them.
+    fn measured(max_rss_bytes: u64, minor_faults: u64, wall_s: f64) -> RunRecord {
+        let mut r: RunRecord = serde_json::from_value(serde_json::json!({
+            "run_id": "r001-measure", "session": "s", "profiler": "measure",
+            "status": "completed", "target": {"command": ["python", "x.py"]}, "argv": [],
+            "cwd": ".", "started_at_unix_s": 0.0, "dir": "d", "artifacts": [],
+            "metrics": {}, "stdout_tail": "", "stderr_tail": ""
+        }))
+        .unwrap();
+        r.metrics.time_v = Some(TimeV {
+            max_rss_bytes,
+            minor_faults,
+            wall_s,
+            page_size_bytes: Some(4096),
+            ..TimeV::default()
+        });
+        r
+    }
+
+    #[test]
+    fn memory_matters_for_what_a_program_holds_or_pages_in_not_for_the_interpreter() {
+        let c = RunCondition::MemoryMatters;
+        // pyperformance richards (--loops 100): 20.8 MB at most, 3,834 faults in 8.2 s.
+        let (holds, figures) = c.holds(&measured(20_770_816, 3_834, 8.2)).unwrap();
+        assert!(!holds, "{figures}");
+        assert!(
+            figures.contains("19.8 MiB resident (under 64 MiB)"),
+            "{figures}"
+        );
+        assert!(
+            figures.contains("15 MiB of pages (under 256 MiB)"),
+            "{figures}"
+        );
+        // The same interpreter start-up in a 0.3 s run: as few pages, so still not.
+        assert!(!c.holds(&measured(20_770_816, 3_834, 0.3)).unwrap().0);
+        // json.tool on 37.5 MB: 266.6 MiB held, 76,054 faults.
+        assert!(c.holds(&measured(279_552_000, 76_054, 4.85)).unwrap().0);
+        // Little held at once, but large buffers made and freed: 400 MiB paged in.
+        assert!(c.holds(&measured(40 << 20, 102_400, 30.0)).unwrap().0);
+        // No time -v figures (the run failed early): nothing says the step is not needed.
+        let mut failed = measured(0, 0, 0.0);
+        failed.metrics.time_v = None;
+        assert_eq!(c.holds(&failed), None);
+    }
 }

@@ -686,6 +686,9 @@ pub struct Report {
     pub session: String,
     pub lang: Lang,
     pub runs: Vec<RunRef>,
+    /// Planned steps `profile` left out, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<crate::run::StepNotRun>,
     /// Logical CPUs of the machine the session ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logical_cpus: Option<u32>,

@@ -800,6 +800,21 @@ pub struct RunList {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logical_cpus: Option<u32>,
     pub runs: Vec<RunRecord>,
+    /// Steps of the plan `profile` followed that it did not run, and why (an earlier run
+    /// showed they would find nothing worth their cost, or the budget was spent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<StepNotRun>,
+}
+
+/// A planned step left out, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StepNotRun {
+    /// The plan's step id (`s2`).
+    pub step: String,
+    pub method: Method,
+    /// The step's title in the plan.
+    pub title: String,
+    pub reason: String,
 }
 
 /// The runs of a session as `list_runs` gives them: one brief line each; `get_run` has a

@@ -132,9 +132,14 @@ fn facts(run: &RunRecord) -> Vec<((String, String), f64)> {
     out
 }
 
-/// The group a run belongs to: its method and its target.
+/// The group a run belongs to: its method with its observers, and its target. A run watched
+/// by py-spy (paused for each sample: some 90 voluntary switches a second more) or counted by
+/// perf is never compared with one that was not.
 fn group_of(run: &RunRecord) -> String {
-    format!("{} {}", run.profiler.id(), crate::target_text(&run.target))
+    let method: Vec<String> = std::iter::once(run.profiler.id())
+        .chain(run.observers.iter().map(|m| m.id()))
+        .collect();
+    format!("{} {}", method.join("+"), crate::target_text(&run.target))
 }
 
 fn gather(s: &Session) -> BTreeMap<String, Values> {
@@ -220,8 +225,8 @@ fn render(out: &CompareOutput) -> String {
     );
     md.push_str(&tr(
         lang,
-        "Runs are matched by method and target. Noise is the pooled standard deviation of each side's repeats; a delta is larger than noise when it exceeds twice the standard error of the difference (about 95%).\n\n",
-        "実行は手法と対象で対応づける。ノイズは両側の繰り返しの合併標準偏差。差が差の標準誤差の 2 倍（約 95%）を超えるとき「ノイズより大きい」とする。\n\n",
+        "Runs are matched by method, observers and target (a run watched by py-spy or perf is never compared with one that was not). Noise is the pooled standard deviation of each side's repeats; a delta is larger than noise when it exceeds twice the standard error of the difference (about 95%).\n\n",
+        "実行は手法・観測者・対象で対応づける（py-spy や perf が観測した実行は、観測されていない実行と比べない）。ノイズは両側の繰り返しの合併標準偏差。差が差の標準誤差の 2 倍（約 95%）を超えるとき「ノイズより大きい」とする。\n\n",
     ));
     let mut group = String::new();
     for d in &out.deltas {
@@ -348,7 +353,7 @@ pub fn compare(config: &ReportConfig, input: &CompareInput) -> Result<CompareOut
         return Err(ReportError::new(
             ReportErrorKind::NoData,
             format!(
-                "no run of {} matches one of {} by method and target; unmatched: {}",
+                "no run of {} matches one of {} by method, observers and target; unmatched: {}",
                 before.name,
                 after.name,
                 unmatched.join("; ")

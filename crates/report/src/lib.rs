@@ -286,6 +286,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
             t
         }),
         notes: session.notes.clone(),
+        not_run: session.not_run.clone(),
         ..Report::default()
     };
     report.memory_baseline = baseline::memory_baseline(&session, &report.memory);

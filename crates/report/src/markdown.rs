@@ -178,6 +178,18 @@ pub fn render(report: &Report) -> String {
         ),
         &rows,
     );
+    for n in &report.not_run {
+        md.push_str(&format!(
+            "- {} {} ({}): {}\n",
+            tr(lang, "Not run:", "実行せず:"),
+            n.step,
+            n.method.id(),
+            esc(&n.reason)
+        ));
+    }
+    if !report.not_run.is_empty() {
+        md.push('\n');
+    }
     md.push_str(&format!(
         "## {}\n\n",
         tr(lang, "Part A: results", "パート A: 結果")

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use system_profile_confine::{ConfineErrorKind, Confined};
 use system_profile_model::instrument::InstrumentSummary;
-use system_profile_model::run::{RunList, RunRecord};
+use system_profile_model::run::{RunList, RunRecord, StepNotRun};
 use system_profile_model::trace::TraceReport;
 
 /// The folder every session lives in, relative to the root.
@@ -47,6 +47,9 @@ pub struct Session {
     pub instrument: Vec<RunInstrument>,
     /// What could not be read.
     pub notes: Vec<String>,
+    /// Planned steps `profile` left out (the manifest's `not_run`): for the whole session
+    /// only.
+    pub not_run: Vec<StepNotRun>,
 }
 
 /// A session name is one folder name: letters, digits, `-`, `_`, `.`, not starting with `.`.
@@ -179,6 +182,11 @@ pub fn load(root: &Path, name: &str, runs: &[String]) -> Result<Session, ReportE
         traces,
         instrument,
         notes,
+        not_run: if runs.is_empty() {
+            list.not_run
+        } else {
+            Vec::new()
+        },
     })
 }
 

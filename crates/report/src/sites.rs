@@ -216,6 +216,25 @@ pub fn render(md: &mut String, report: &Report) {
         md.push_str("\n\n");
     }
     if report.allocation_sites.is_empty() {
+        // A site profile planned and left out says so where its table would be.
+        let left_out = report.not_run.iter().find(|n| {
+            n.method
+                .spec()
+                .families
+                .contains(&system_profile_model::run::MetricFamily::AllocationSites)
+        });
+        if let Some(n) = left_out {
+            md.push_str(&format!(
+                "_{} ({}): {}_\n\n",
+                tr(
+                    lang,
+                    "Allocation sites not profiled",
+                    "メモリ確保箇所は計測せず"
+                ),
+                n.step,
+                crate::markdown::esc(&n.reason)
+            ));
+        }
         return;
     }
     md.push_str(&format!(

@@ -10,6 +10,7 @@
 //! spec says which others it subsumes), fill uncovered families, fit the time budget, number
 //! the steps, then say the coverage.
 
+mod conditions;
 mod drafts;
 mod families;
 mod instrumentation;
@@ -490,7 +491,10 @@ pub fn plan(target: &Target, detect: &DetectReport, recipes: &Recipes, opts: &Pl
     let drafts = observe_together(&ctx, drafts);
     let drafts = fit_budget(drafts, opts.time_budget_s, &mut skipped, &mut notes);
 
-    let (steps, estimated) = into_steps(&ctx, &drafts, &mut notes);
+    let (mut steps, estimated) = into_steps(&ctx, &drafts, &mut notes);
+    if opts.focus.is_empty() && target.focus.is_empty() {
+        conditions::allocation_profiles_when_memory_matters(&mut steps);
+    }
 
     let coverage = coverage(
         &ctx,

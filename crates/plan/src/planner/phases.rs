@@ -231,6 +231,7 @@ pub(super) fn into_steps(
                 })
                 .collect(),
             run_profiler: run,
+            runs_if: None,
         });
     }
     if launches > 0 {

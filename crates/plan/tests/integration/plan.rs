@@ -7,8 +7,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 use system_profile_model::detect::DetectReport;
 use system_profile_model::instrument::InstrumentFileInput;
-use system_profile_model::plan::{CoverageStatus, Plan};
-use system_profile_model::run::{Method, RunProfilerInput, RunTarget, TargetMode};
+use system_profile_model::plan::{CoverageStatus, Plan, PlanStep};
+use system_profile_model::run::{Method, MetricFamily, RunProfilerInput, RunTarget, TargetMode};
 use system_profile_model::target::{Focus, Target};
 use system_profile_plan::planner::{plan, PlanOptions};
 use system_profile_plan::Recipes;
@@ -856,4 +856,56 @@ async fn observers_share_one_run_of_the_program() {
         "{:?}",
         m.artifacts
     );
+}
+
+/// The recipe's default focus plans the allocation profile after the measure run, to run only
+/// if that run shows memory worth it; a focus the user named runs it whatever the measure
+/// shows.
+#[tokio::test]
+async fn an_allocation_profile_waits_for_the_measure_run_unless_memory_was_named() {
+    let fx = fixture();
+    let mut d = real_detect().await;
+    for t in &mut d.tools {
+        if matches!(t.id.as_str(), "py_spy" | "perf" | "time" | "memray") {
+            t.available = true;
+            t.usable = true;
+        }
+    }
+    let allocation_steps = |p: &Plan| -> Vec<PlanStep> {
+        p.steps
+            .iter()
+            .filter(|s| s.families.contains(&MetricFamily::AllocationSites))
+            .cloned()
+            .collect()
+    };
+    let p = plan(
+        &identify_here("app.py").await,
+        &d,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), every_program),
+    );
+    let steps = allocation_steps(&p);
+    assert!(!steps.is_empty(), "{:#?}", p.steps);
+    let measure = p
+        .steps
+        .iter()
+        .find(|s| s.method == Method::Measure)
+        .unwrap();
+    for s in &steps {
+        let runs_if = s.runs_if.as_ref().unwrap_or_else(|| panic!("{s:#?}"));
+        assert_eq!(runs_if.after_step, measure.id);
+        assert_eq!(
+            runs_if.condition,
+            system_profile_model::plan::RunCondition::MemoryMatters
+        );
+    }
+    let p = plan(
+        &identify_here("app.py memory").await,
+        &d,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), every_program),
+    );
+    let steps = allocation_steps(&p);
+    assert!(!steps.is_empty(), "{:#?}", p.steps);
+    assert!(steps.iter().all(|s| s.runs_if.is_none()), "{steps:#?}");
 }

@@ -113,3 +113,39 @@ fn nothing_in_common_is_an_error_that_says_so() {
         }
     );
 }
+
+/// A measure run watched by py-spy (paused for each sample) and one that was not are not the
+/// same measurement: compare matches neither with the other.
+#[test]
+fn a_run_under_observers_is_never_compared_with_one_without() {
+    let root = Root::new();
+    let s = root.install("cpu");
+    let manifest = root
+        .path()
+        .join("profile_output")
+        .join(&s)
+        .join("manifest.json");
+    let mut list: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    for run in list["runs"].as_array_mut().unwrap() {
+        if run["run_id"] == "r003-measure" {
+            run["observers"] = serde_json::json!(["py_spy_record"]);
+        }
+    }
+    std::fs::write(&manifest, serde_json::to_vec_pretty(&list).unwrap()).unwrap();
+    let err = system_profile_report::compare(
+        &root.config(&s),
+        &CompareInput {
+            before: side(&s, &["r001-measure", "r002-measure"]),
+            after: side(&s, &["r003-measure"]),
+            ..CompareInput::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), ReportErrorKind::NoData);
+    let text = err.to_string();
+    assert!(
+        text.contains("by method, observers and target") && text.contains("measure+py_spy_record "),
+        "{text}"
+    );
+}

@@ -58,6 +58,7 @@ fn in_process_session(root: &Root, name: &str) -> String {
         dir: format!("profile_output/{name}"),
         logical_cpus: None,
         runs: vec![pyinstrument, scalene],
+        not_run: Vec::new(),
     };
     std::fs::write(
         dir.join("manifest.json"),

@@ -383,6 +383,7 @@ pub fn gpu_session(root: &Root, name: &str, nccl: Nccl) -> String {
         dir: format!("profile_output/{name}"),
         logical_cpus: None,
         runs: vec![dmon, topo, nccl_run, torch, nsys, ddp],
+        not_run: Vec::new(),
     };
     std::fs::write(
         dir.join("manifest.json"),
@@ -441,6 +442,7 @@ pub fn cpu_torch_session(root: &Root, name: &str) -> String {
         dir: format!("profile_output/{name}"),
         logical_cpus: None,
         runs: vec![torch],
+        not_run: Vec::new(),
     };
     std::fs::write(
         dir.join("manifest.json"),

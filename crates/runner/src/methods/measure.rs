@@ -45,11 +45,12 @@ pub(crate) async fn time_v(
         report.to_string_lossy().into_owned(),
         "--".into(),
     ]);
-    // py-spy attaches by PID: the program waits at a gate until py-spy runs, or py-spy's own
-    // start-up on a busy machine loses the program's first second (innermost, so the gate's
-    // PID becomes the program's).
-    let wants_py_spy = with_sampler && observers.contains(&Method::PySpyRecord);
-    if wants_py_spy {
+    // With observers the program waits at a gate (innermost, so the gate's PID becomes the
+    // program's): py-spy attaches by PID and is started first, or its own start-up on a busy
+    // machine loses the program's first second; and the /proc sampler reads the program's
+    // tree, not perf's and time's processes around it.
+    let gate = with_sampler && !observers.is_empty();
+    if gate {
         argv.extend(gated(&target).into_iter().map(|a| a.to_string_lossy().into_owned()));
     } else {
         argv.extend(target);
@@ -67,12 +68,25 @@ pub(crate) async fn time_v(
     };
     let mut py_spy_observer: Option<Result<PySpyObserver, String>> = None;
     let mut held = Duration::ZERO;
-    let mut e = if wants_py_spy {
+    let mut e = if gate {
         let observer = &mut py_spy_observer;
-        let (e, waited) = launch_sampled_gated(input, place, argv, |root| async move {
-            *observer = Some(PySpyObserver::start_at_gate(input, place, root).await);
+        let wants_py_spy = observers.contains(&Method::PySpyRecord);
+        let (mut e, waited, program) = launch_sampled_gated(input, place, argv, |root| async move {
+            let program = find_gate_under(root).await;
+            if wants_py_spy {
+                *observer = Some(match program {
+                    Ok(pid) => PySpyObserver::start_at_gate(input, place, pid).await,
+                    Err(ref why) => Err(why.clone()),
+                });
+            }
+            program.ok()
         })
         .await?;
+        if program.is_none() {
+            e.warnings.push(
+                "the program's own process was not found under time: the /proc figures cover perf's and time's processes around it too".into(),
+            );
+        }
         held = waited;
         e
     } else if with_sampler {
@@ -225,28 +239,16 @@ struct PySpyObserver {
 }
 
 impl PySpyObserver {
-    /// py-spy on the program waiting at its gate under `root`; returns when py-spy has started
-    /// its sampler for that PID (a second thread, made once its own start-up is done: on the
-    /// truth corpus's `json.tool` beside CPU hogs, attaching to a running program lost its
-    /// first 18%), or has ended, or `GATE_DEADLINE` passed.
+    /// py-spy on the program waiting at its gate (`gate`, its PID); returns when py-spy has
+    /// started its sampler for that PID (a second thread, made once its own start-up is done:
+    /// on the truth corpus's `json.tool` beside CPU hogs, attaching to a running program lost
+    /// its first 18%), or has ended, or `GATE_DEADLINE` passed.
     async fn start_at_gate(
         input: &RunProfilerInput,
         place: &RunPlace,
-        root: u32,
+        gate: u32,
     ) -> Result<Self, String> {
         let deadline = Instant::now() + GATE_DEADLINE;
-        let gate = loop {
-            if let Some(gate) = find_gate(root) {
-                break gate;
-            }
-            if Instant::now() > deadline || !Path::new(&format!("/proc/{root}")).exists() {
-                return Err(format!(
-                    "the program's start was not found under PID {root} in {} s",
-                    GATE_DEADLINE.as_secs()
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        };
         let mut observer = Self::start(input, place, gate)?;
         let tasks = observer
             .child
@@ -328,6 +330,23 @@ impl PySpyObserver {
     }
 }
 
+/// The PID of the program waiting at its gate under `root` (perf's and time's child).
+async fn find_gate_under(root: u32) -> Result<u32, String> {
+    let deadline = Instant::now() + GATE_DEADLINE;
+    loop {
+        if let Some(gate) = find_gate(root) {
+            return Ok(gate);
+        }
+        if Instant::now() > deadline || !Path::new(&format!("/proc/{root}")).exists() {
+            return Err(format!(
+                "the program's start was not found under PID {root} in {} s",
+                GATE_DEADLINE.as_secs()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// Start `argv` with the /proc sampler attached to it from its first instant, and finish the
 /// execution with the sampler's summary and timeline.
 async fn launch_sampled(
@@ -346,28 +365,34 @@ async fn launch_sampled(
 }
 
 /// `launch_sampled` of an argv holding a gate: `hold` starts the observers on the waiting
-/// program, and the sampler starts with the program, when `hold` ends. Also returns how long
-/// the program waited.
-async fn launch_sampled_gated<F: std::future::Future<Output = ()>>(
+/// program and gives its PID, and the sampler starts on that PID (on the root where there is
+/// none) when `hold` ends, with the program. Also returns how long the program waited, and
+/// its PID.
+async fn launch_sampled_gated<F: std::future::Future<Output = Option<u32>>>(
     input: &RunProfilerInput,
     place: &RunPlace,
     argv: Vec<String>,
     hold: impl FnOnce(u32) -> F,
-) -> Result<(Execution, Duration), RunError> {
+) -> Result<(Execution, Duration, Option<u32>), RunError> {
     let jsonl = artifact_path(input, place, ArtifactKind::ProcfsJsonl);
     let config = sampler_config(input, place, jsonl.clone());
     let mut sampler: Option<Sampler> = None;
-    let outcome = launch_gated(input, place, &argv, timeout_of(input), |pid| {
-        let sampler = &mut sampler;
-        let observers = hold(pid);
+    let mut program: Option<u32> = None;
+    let outcome = launch_gated(input, place, &argv, timeout_of(input), |root| {
+        let (sampler, program) = (&mut sampler, &mut program);
+        let observers = hold(root);
         async move {
-            observers.await;
-            *sampler = Some(Sampler::start(pid, config));
+            *program = observers.await;
+            *sampler = Some(Sampler::start(program.unwrap_or(root), config));
         }
     })
     .await?;
     let held = outcome.held;
-    Ok((sampled(finish(&outcome, argv, place), sampler, jsonl), held))
+    Ok((
+        sampled(finish(&outcome, argv, place), sampler, jsonl),
+        held,
+        program,
+    ))
 }
 
 /// The execution with the sampler's summary and timeline.

@@ -51,10 +51,17 @@ async fn measure_with_observers_gets_each_ones_figures_from_one_run() {
     ] {
         assert!(e.artifacts.iter().any(|a| a.kind == kind), "{kind:?}");
     }
-    // py-spy is not in the program's tree: the sampler's processes are the program's.
+    // The sampler's processes are the program's: neither py-spy nor perf and time around it.
     let p = m.procfs.as_ref().unwrap();
     assert!(
-        p.processes.iter().all(|q| q.name != "py-spy"),
+        p.processes
+            .iter()
+            .all(|q| !matches!(q.name.as_str(), "py-spy" | "perf" | "time")),
+        "{:?}",
+        p.processes
+    );
+    assert!(
+        p.processes.iter().any(|q| q.name.starts_with("python")),
         "{:?}",
         p.processes
     );

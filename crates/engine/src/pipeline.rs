@@ -600,6 +600,18 @@ fn shorter(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 mod tests {
     use super::*;
 
+    /// An interpreter of its own under `root`: a fresh venv has nothing installed, memray
+    /// included.
+    fn fresh_venv(root: &std::path::Path) -> String {
+        let made = std::process::Command::new("python3")
+            .args(["-m", "venv", "--without-pip"])
+            .arg(root.join("venv"))
+            .status()
+            .unwrap();
+        assert!(made.success(), "python3 -m venv failed");
+        root.join("venv/bin/python").to_string_lossy().into_owned()
+    }
+
     fn windowed(duration_s: Option<f64>) -> RunProfilerInput {
         serde_json::from_value(serde_json::json!({
             "profiler": "py_spy_record",
@@ -638,14 +650,7 @@ mod tests {
     async fn a_method_that_cannot_start_falls_back_to_the_next_of_its_chain() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        // An interpreter of its own: a fresh venv has nothing installed, memray included.
-        let made = std::process::Command::new("python3")
-            .args(["-m", "venv", "--without-pip"])
-            .arg(root.join("venv"))
-            .status()
-            .unwrap();
-        assert!(made.success(), "python3 -m venv failed");
-        let python = root.join("venv/bin/python").to_string_lossy().into_owned();
+        let python = fresh_venv(root);
         std::fs::write(
             root.join("grow.py"),
             "hold = [bytes(1000) for _ in range(20_000)]\nprint(len(hold))\n",
@@ -757,13 +762,7 @@ mod tests {
     async fn an_allocation_profile_runs_only_for_a_program_whose_memory_matters() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let made = std::process::Command::new("python3")
-            .args(["-m", "venv", "--without-pip"])
-            .arg(root.join("venv"))
-            .status()
-            .unwrap();
-        assert!(made.success(), "python3 -m venv failed");
-        let python = root.join("venv/bin/python").to_string_lossy().into_owned();
+        let python = fresh_venv(root);
         std::fs::write(
             root.join("small.py"),
             "print(sum(i * i for i in range(3_000_000)))\n",

@@ -148,8 +148,13 @@ impl RunBook {
 
     /// Keep in the manifest that a planned step was left out, and why.
     pub fn left_out(&self, step: StepNotRun) {
-        if let Ok(mut n) = self.not_run.lock() {
-            n.push(step);
+        self.push_and_save(&self.not_run, step);
+    }
+
+    /// Append to one of the manifest's lists, and write the manifest.
+    fn push_and_save<T>(&self, list: &Mutex<Vec<T>>, item: T) {
+        if let Ok(mut l) = list.lock() {
+            l.push(item);
             self.changes
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
@@ -238,14 +243,7 @@ impl RunBook {
     }
 
     pub fn insert(&self, record: RunRecord) {
-        if let Ok(mut r) = self.records.lock() {
-            r.push(record);
-            self.changes
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        if let Err(e) = self.save() {
-            tracing::warn!("manifest not written: {e}");
-        }
+        self.push_and_save(&self.records, record);
     }
 
     /// Mark a run as standing in for the step's method that could not start.

@@ -251,7 +251,8 @@ async fn bad_inputs_name_the_field() {
         )
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("python")); // Observers the run cannot have are refused before anything starts, with the field.
+    assert!(err.to_string().contains("python"));
+    // Observers the run cannot have are refused before anything starts, with the field.
     let dir = tempfile::tempdir().unwrap();
     for (profiler, observer, says) in [
         ("py_spy_record", "perf_stat", "read by measure"),

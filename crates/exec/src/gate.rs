@@ -7,7 +7,7 @@
 use std::ffi::{OsStr, OsString};
 
 /// The gate's `$0`: how it is found among a run's processes.
-pub const GATE_NAME: &str = "system-profile-gate";
+const GATE_NAME: &str = "system-profile-gate";
 
 /// Wait for a line, then become the program, its stdin /dev/null as every run's is. `read`
 /// failing (the supervisor gone) starts the program too: the supervisor's own end kills it.

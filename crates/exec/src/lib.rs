@@ -19,7 +19,7 @@ pub use group::{
 };
 mod watchdog;
 #[cfg(unix)]
-pub use gate::{find_gate, gated, GATE_NAME};
+pub use gate::{find_gate, gated};
 pub use run::{run, run_gated, run_observed, CommandSpec, ExitKind, Outcome, RunOptions};
 pub use watchdog::{spawn_watchdog, watchdog_main, Watchdog, WATCHDOG_ARG};
 

@@ -112,8 +112,10 @@ pub struct RunsIf {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunCondition {
-    /// The program's memory is worth an allocation profile: its largest process held at least
-    /// `MEMORY_WORTH_A_PROFILE_RSS_BYTES`, or the pages it faulted in over the run add up to
+    /// The program's memory is worth an allocation profile: it held at least
+    /// `MEMORY_WORTH_A_PROFILE_RSS_BYTES` (its largest process's peak RSS, or its whole tree's
+    /// PSS peak where the /proc sampler read it: a pool of workers holds more than any one
+    /// of them), or the pages it faulted in over the run add up to
     /// `MEMORY_WORTH_A_PROFILE_PAGED_IN_BYTES` (buffers made and freed).
     MemoryMatters,
 }
@@ -135,16 +137,25 @@ impl RunCondition {
         match self {
             RunCondition::MemoryMatters => {
                 let t = earlier.metrics.time_v.as_ref()?;
+                let tree_pss = earlier
+                    .metrics
+                    .procfs
+                    .as_ref()
+                    .and_then(|p| p.pss_peak_bytes);
+                let (held, what) = match tree_pss {
+                    Some(pss) if pss > t.max_rss_bytes => (pss, "its processes' PSS peak"),
+                    _ => (t.max_rss_bytes, "its largest process's RSS peak"),
+                };
                 let paged_in = t.minor_faults * t.page_size_bytes.unwrap_or(4096);
-                let holds = t.max_rss_bytes >= MEMORY_WORTH_A_PROFILE_RSS_BYTES
+                let holds = held >= MEMORY_WORTH_A_PROFILE_RSS_BYTES
                     || paged_in >= MEMORY_WORTH_A_PROFILE_PAGED_IN_BYTES;
                 let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
                 let against = |v: u64, limit: u64| if v >= limit { "at least" } else { "under" };
                 let figures = format!(
-                    "in {} its largest process peaked at {:.1} MiB resident ({} {} MiB) and it faulted in {:.0} MiB of pages ({} {} MiB)",
+                    "in {} the program held {:.1} MiB ({what}; {} {} MiB) and it faulted in {:.0} MiB of pages ({} {} MiB)",
                     earlier.run_id,
-                    mib(t.max_rss_bytes),
-                    against(t.max_rss_bytes, MEMORY_WORTH_A_PROFILE_RSS_BYTES),
+                    mib(held),
+                    against(held, MEMORY_WORTH_A_PROFILE_RSS_BYTES),
                     MEMORY_WORTH_A_PROFILE_RSS_BYTES >> 20,
                     mib(paged_in),
                     against(paged_in, MEMORY_WORTH_A_PROFILE_PAGED_IN_BYTES),
@@ -315,7 +326,7 @@ mod tests {
         let (holds, figures) = c.holds(&measured(20_770_816, 3_834, 8.2)).unwrap();
         assert!(!holds, "{figures}");
         assert!(
-            figures.contains("19.8 MiB resident (under 64 MiB)"),
+            figures.contains("19.8 MiB (its largest process's RSS peak; under 64 MiB)"),
             "{figures}"
         );
         assert!(
@@ -328,6 +339,18 @@ mod tests {
         assert!(c.holds(&measured(279_552_000, 76_054, 4.85)).unwrap().0);
         // Little held at once, but large buffers made and freed: 400 MiB paged in.
         assert!(c.holds(&measured(40 << 20, 102_400, 30.0)).unwrap().0);
+        // A pool: each of four workers holds 30 MiB, the tree 120 MiB (PSS): it matters.
+        let mut pool = measured(30 << 20, 8_000, 10.0);
+        pool.metrics.procfs = Some(crate::metrics::ProcfsSummary {
+            pss_peak_bytes: Some(120 << 20),
+            ..Default::default()
+        });
+        let (holds, figures) = c.holds(&pool).unwrap();
+        assert!(holds, "{figures}");
+        assert!(
+            figures.contains("120.0 MiB (its processes' PSS peak; at least 64 MiB)"),
+            "{figures}"
+        );
         // No time -v figures (the run failed early): nothing says the step is not needed.
         let mut failed = measured(0, 0, 0.0);
         failed.metrics.time_v = None;

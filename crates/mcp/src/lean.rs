@@ -3,7 +3,8 @@
 //! helps it choose arguments: the properties with the first sentence of their description,
 //! nested types without descriptions, and an optional argument shown by its type alone
 //! (leaving it out says "none"; `null` is still accepted), without `additionalProperties:
-//! false` (the server still refuses an unknown argument, naming it). Output schemas stay complete in structure (every
+//! false` (the server still refuses an unknown argument, naming it), without `$schema` (MCP's
+//! default dialect, 2020-12, is theirs). Output schemas stay complete in structure (every
 //! property, type and `$defs` entry, so `structuredContent` is checked as before) without
 //! descriptions or titles. The documented schemas are the files `system-profile schemas`
 //! writes; nothing here changes what the server accepts or returns.
@@ -20,6 +21,9 @@ pub fn input(schema: &Value, opaque: &[(&str, &str)]) -> Value {
     if let Some(m) = s.as_object_mut() {
         m.remove("description");
         m.remove("title");
+        // MCP's default dialect is 2020-12 (SEP-1613), which these are: the URL read by a
+        // model before every session says nothing (13 tools × 13 tokens).
+        m.remove("$schema");
         if let Some(Value::Object(props)) = m.get_mut("properties") {
             for p in props.values_mut() {
                 shorten_description(p);
@@ -294,7 +298,6 @@ mod tests {
         assert_eq!(
             lean,
             json!({
-                "$schema": "https://json-schema.org/draft/2020-12/schema",
                 "type": "object",
                 "properties": {
                     "target": {"description": "What to plan.", "anyOf": [{"type": "string"}, {"type": "object", "description": "as identify_target returned it"}]},

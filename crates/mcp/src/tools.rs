@@ -450,7 +450,7 @@ static TOOLS: [ToolDef; 13] = [
     ToolDef {
         name: "run_profiler",
         title: "Run a profiler",
-        description: "Step 5: run one method on a command, a PID or an identified target (`{\"target_id\": …}`), with the arguments plan_profile gave; artifacts under profile_output/<session>/<run_id>/. Returns status, figures, warnings. background: true returns the run_id at once.",
+        description: "Step 5: run one method on a command, a PID or a `target_id`, with plan_profile's arguments; artifacts under profile_output/<session>/<run_id>/. Returns status, figures, warnings; background: true returns the run_id at once.",
         annotations: Annotations {
             read_only: false,
             destructive: false,

@@ -150,7 +150,8 @@ impl AskedOption {
     }
 }
 
-/// torch.profiler's schedule.
+/// torch.profiler's schedule: the step range traced (after `wait` and `warmup` steps,
+/// `active` steps, `repeat` times).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TorchSchedule {
@@ -159,6 +160,27 @@ pub struct TorchSchedule {
     pub active: u32,
     #[serde(default = "one")]
     pub repeat: u32,
+    /// What the program does once the last active steps are traced.
+    #[serde(default, skip_serializing_if = "AfterTrace::is_run_on")]
+    pub after_trace: AfterTrace,
+}
+
+/// What a traced program does after its schedule's last active steps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AfterTrace {
+    /// It runs to its own end.
+    #[default]
+    RunOn,
+    /// It is ended there (exit status 0): the run costs start-up and the window's steps, not
+    /// the whole training, and its wall and outputs are not the program's.
+    EndProgram,
+}
+
+impl AfterTrace {
+    pub fn is_run_on(&self) -> bool {
+        *self == AfterTrace::RunOn
+    }
 }
 
 fn one() -> u32 {
@@ -350,6 +372,7 @@ mod tests {
                 warmup: 1,
                 active: 1,
                 repeat: 1,
+                after_trace: Default::default(),
             }),
             nsys_trace: vec!["cuda".into()],
             gpu: Some(true),

@@ -74,6 +74,10 @@ pub struct RunRef {
     pub target: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_s: Option<f64>,
+    /// The program was ended after this step, once its window was traced
+    /// (`after_trace: end_program`): the wall is start-up and those steps, not the program's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_after_step: Option<u32>,
 }
 
 /// One process of a distributed job as the /proc sampler saw it: a rank, or the launcher
@@ -738,10 +742,14 @@ pub struct Report {
 pub struct TorchOps {
     pub source: Source,
     pub ops: Vec<crate::metrics::CpuOp>,
-    /// How many times the same command's run without a profiler this traced run took: far
-    /// above torch.profiler's own cost (about 1.1×), the shares are a disturbance's.
+    /// How many times an unprofiled step a traced step took (a window of steps), else how
+    /// many times the same command's run without a profiler this traced run took: far above
+    /// torch.profiler's own cost (about 1.1×), the shares are a disturbance's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowdown: Option<f64>,
+    /// The steps the trace holds, when it is a window of the training.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<crate::metrics::StepWindow>,
 }
 
 /// What one `cluster_nodes` run saw on a cluster job's nodes.

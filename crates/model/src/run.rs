@@ -3,7 +3,7 @@
 //! runner alike.
 
 pub use crate::artifact::{ArtifactKind, ArtifactSpec};
-pub use crate::options::{OptionName, ProfilerOptions, TorchSchedule};
+pub use crate::options::{AfterTrace, OptionName, ProfilerOptions, TorchSchedule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -448,8 +448,8 @@ const SPECS: &[MethodSpec] = &[
         artifacts: [(NvidiaSmiQueryCsv, "nvidia-smi-query.csv")], metrics: &["utilization_gpu", "memory_used_bytes", "power_w", "clocks"]),
     spec!(TorchProfiler, tool: Some("torch_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: true, function: false, options: [RecordShapes, ProfileMemory, WithStack, Schedule],
         families: &[F::GpuUtilization, F::KernelLaunchOverhead, F::HostDeviceTransfers, F::PeerTransfers, F::GpuMemory, F::CommComputeRatio, F::NcclCollectives, F::CpuHotspots], overhead: Medium,
-        "10-30% while active; a schedule keeps it to a few steps",
-        artifacts: [(KinetoTrace, "trace[-rank<r>][-<n>].json.gz"), (TorchProfilerState, "torch-profiler[-rank<r>].json"), (MergedTrace, "trace-merged.json.gz")], metrics: &["kernels_by_time", "copies", "launch_overhead", "gpu_idle_s", "comm_compute_overlap"]),
+        "10-30% while active; a schedule keeps it to a few steps, and `after_trace: end_program` ends the run after them",
+        artifacts: [(KinetoTrace, "trace[-rank<r>][-<n>].json.gz"), (TorchProfilerState, "torch-profiler[-rank<r>].json"), (MergedTrace, "trace-merged.json.gz")], metrics: &["kernels_by_time", "copies", "launch_overhead", "gpu_idle_s", "comm_compute_overlap", "cpu_ops", "step_window"]),
     spec!(Nsys, tool: Some("nsys"), modes: &[Launch], python_only: false, gpu: true, torch: false, function: false, options: [NsysTrace],
         families: &[F::GpuUtilization, F::KernelLaunchOverhead, F::HostDeviceTransfers, F::PeerTransfers, F::NcclCollectives, F::CommComputeRatio], overhead: Low,
         "5-10% with cuda,nvtx tracing",
@@ -660,6 +660,10 @@ pub struct RunMetrics {
     /// launcher, the lowest rank's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::metrics::TraceAnalysis>,
+    /// The steps the trace holds and what a step cost with and without the profiler
+    /// (torch_profiler with a schedule; the lowest rank's under a launcher).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_window: Option<crate::metrics::StepWindow>,
     /// Under a distributed launcher: every rank's trace analysed, and their balance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<crate::trace::TraceReport>,

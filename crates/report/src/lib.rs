@@ -244,6 +244,12 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
                 status: status_text(r.status),
                 target: target_text(&r.target),
                 wall_s: r.wall_s,
+                ended_after_step: r
+                    .metrics
+                    .step_window
+                    .as_ref()
+                    .filter(|w| !w.after_trace.is_run_on())
+                    .map(|w| w.steps_seen),
             })
             .chain(session.traces.iter().map(|t| {
                 RunRef {
@@ -260,6 +266,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
                         .collect::<Vec<_>>()
                         .join(" "),
                     wall_s: None,
+                    ended_after_step: None,
                 }
             }))
             .collect(),

@@ -157,7 +157,18 @@ pub fn render(report: &Report) -> String {
                     .collect::<Vec<_>>()
                     .join(" + "),
                 esc(r.label.as_deref().unwrap_or("")),
-                crate::fmt::status_word(lang, &r.status),
+                match r.ended_after_step {
+                    Some(step) => format!(
+                        "{} {}",
+                        crate::fmt::status_word(lang, &r.status),
+                        tr(
+                            lang,
+                            format!("(ended after step {step}: a window)"),
+                            format!("（ステップ {step} の後で終了: 区間）")
+                        )
+                    ),
+                    None => crate::fmt::status_word(lang, &r.status),
+                },
                 code(&r.target),
                 cell(r.wall_s, secs),
             ]

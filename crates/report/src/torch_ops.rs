@@ -3,10 +3,11 @@
 //! took it (the output layer over a large vocabulary shows as `[700,13578]`).
 
 use crate::cpu_table::measured;
-use crate::fmt::{pct, tr, us};
+use crate::fmt::{pct, secs, tr, us};
 use crate::markdown::{code, esc, heads, table};
 use crate::session::Session;
 use crate::tables::cite;
+use system_profile_model::metrics::StepWindow;
 use system_profile_model::report::{Report, TorchOps};
 use system_profile_model::run::ArtifactKind;
 
@@ -24,6 +25,7 @@ pub fn torch_ops(session: &Session) -> Vec<TorchOps> {
                 source: cite(run, ArtifactKind::KinetoTrace),
                 ops: ops.iter().take(SHOWN).cloned().collect(),
                 slowdown: crate::rules::slowdown(session, run),
+                window: run.metrics.step_window.clone(),
             })
         })
         .collect()
@@ -103,19 +105,90 @@ pub fn render(md: &mut String, report: &Report) {
                 crate::markdown::cite(std::slice::from_ref(&t.source))
             ),
         ));
+        if let Some(w) = &t.window {
+            md.push_str(&window_words(lang, w));
+        }
         if let Some(x) = t
             .slowdown
             .filter(|x| *x > crate::rules::TORCH_DISTURBED_RATIO)
         {
+            let per_step = t.window.as_ref().is_some_and(|w| w.slowdown().is_some());
+            let (what, what_ja, against, against_ja) = if per_step {
+                (
+                    "A traced step took",
+                    "トレースしたステップは",
+                    "an unprofiled step of the same run",
+                    "同じ実行のプロファイラなしのステップ",
+                )
+            } else {
+                (
+                    "This traced run took",
+                    "このトレースの実行は",
+                    "the run without a profiler",
+                    "プロファイラなしの実行",
+                )
+            };
             md.push_str(&tr(
                 lang,
                 format!(
-                    "_This traced run took {x:.1}× the run without a profiler (torch.profiler alone costs about 1.1×): the machine or the profiler disturbed it, so these shares are not the program's, and no advice rests on them._\n\n"
+                    "_{what} {x:.1}× {against} (torch.profiler alone costs about 1.1×): the machine or the profiler disturbed it, so these shares are not the program's, and no advice rests on them._\n\n"
                 ),
                 format!(
-                    "_このトレースの実行はプロファイラなしの実行の {x:.1} 倍かかった（torch.profiler 自体は約 1.1 倍）: マシンかプロファイラが乱したため、この割合はプログラム本来のものではなく、助言の根拠にしていない。_\n\n"
+                    "_{what_ja}{against_ja}の {x:.1} 倍かかった（torch.profiler 自体は約 1.1 倍）: マシンかプロファイラが乱したため、この割合はプログラム本来のものではなく、助言の根拠にしていない。_\n\n"
                 ),
             ));
         }
     }
+}
+
+/// What a window of steps covered, said once under its table.
+fn window_words(lang: system_profile_model::report::Lang, w: &StepWindow) -> String {
+    let unprofiled = match (w.unprofiled_step_s, w.traced_step_s) {
+        (Some(u), Some(t)) => tr(
+            lang,
+            format!(
+                " A traced step took {} against {} unprofiled ({:.2}×: the median step the profiler did not watch, after the window where there are some).",
+                secs(t),
+                secs(u),
+                t / u.max(1e-9)
+            ),
+            format!(
+                " トレースしたステップは {}、プロファイラなしのステップは {}（{:.2} 倍。プロファイラが見ていないステップの中央値で、区間の後にあればそれを使う）。",
+                secs(t),
+                secs(u),
+                t / u.max(1e-9)
+            ),
+        ),
+        _ => String::new(),
+    };
+    let ended = if w.after_trace.is_run_on() {
+        String::new()
+    } else {
+        tr(
+            lang,
+            format!(
+                " The program was ended after step {} (`after_trace: end_program`): this run's wall is its start-up with step 1 ({}) and {} more steps, not the program's.",
+                w.steps_seen,
+                secs(w.start_s),
+                w.steps_seen.saturating_sub(1)
+            ),
+            format!(
+                " プログラムはステップ {} の後で終了させた（`after_trace: end_program`）: この実行の時間は起動とステップ 1（{}）と残り {} ステップで、プログラム全体のものではない。",
+                w.steps_seen,
+                secs(w.start_s),
+                w.steps_seen.saturating_sub(1)
+            ),
+        )
+    };
+    tr(
+        lang,
+        format!(
+            "The trace holds steps {}-{}, a window after warm-up (a step: an optimizer step, else a backward, else a model's forward).{unprofiled}{ended}\n\n",
+            w.first_traced_step, w.last_traced_step
+        ),
+        format!(
+            "トレースはステップ {}-{}（ウォームアップ後の区間。ステップはオプティマイザの step、なければ backward、なければモデルの forward）。{unprofiled}{ended}\n\n",
+            w.first_traced_step, w.last_traced_step
+        ),
+    )
 }

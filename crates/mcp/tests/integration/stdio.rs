@@ -92,7 +92,7 @@ fn tools_list_is_deterministic_and_complete() {
         .map(|t| {
             json!({
                 "name": t["name"], "title": t["title"], "annotations": t["annotations"],
-                "input_schema_dialect": t["inputSchema"]["$schema"],
+                "output_schema_dialect": t["outputSchema"]["$schema"],
                 "input_type": t["inputSchema"]["type"],
                 "output_type": t["outputSchema"]["type"],
                 "input_properties": t["inputSchema"]["properties"].as_object().map(|p| p.keys().cloned().collect::<Vec<_>>()),
@@ -100,6 +100,10 @@ fn tools_list_is_deterministic_and_complete() {
         })
         .collect();
     insta::assert_json_snapshot!("tools_list_skeleton", skeleton);
+    // What a model reads carries no dialect: MCP's default, 2020-12, is the schemas'.
+    assert!(tools
+        .iter()
+        .all(|t| t["inputSchema"].get("$schema").is_none()));
     let r = s.ask(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"x"}}"#);
     assert_eq!(r["error"]["code"], -32602);
 }

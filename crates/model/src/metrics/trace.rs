@@ -212,3 +212,137 @@ pub struct NsysStats {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nvtx: Vec<NsysRange>,
 }
+
+/// The steps a scheduled torch.profiler run traced, timed by the runner (torch_profiler with
+/// `options.schedule`). Steps count from 1; step 1 holds the program's start-up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StepWindow {
+    /// The first and last steps the trace holds.
+    pub first_traced_step: u32,
+    pub last_traced_step: u32,
+    /// Steps the program made before it ended or was ended.
+    pub steps_seen: u32,
+    /// From the runner's start to the end of step 1: start-up and the first step.
+    pub start_s: f64,
+    /// What a step costs unprofiled: the median of the steps after the window (the profiler
+    /// stopped), else of those before it woke (after step 1, often still warming up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unprofiled_step_s: Option<f64>,
+    /// The mean traced step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced_step_s: Option<f64>,
+    /// Whether the program was ended after the window.
+    pub after_trace: crate::options::AfterTrace,
+}
+
+impl StepWindow {
+    /// The window of the last traced cycle, from each step's wall (step 1 from the runner's
+    /// start) and the schedule; `after_trace` is what happened, not what was asked. `None`
+    /// when no cycle was traced or no step was timed.
+    pub fn of(
+        step_s: &[f64],
+        schedule: &crate::options::TorchSchedule,
+        cycles_traced: u32,
+        after_trace: crate::options::AfterTrace,
+    ) -> Option<StepWindow> {
+        let cycle = schedule.wait + schedule.warmup + schedule.active.max(1);
+        let last_cycle = cycles_traced.checked_sub(1)?;
+        // Step k runs under the profiler's step number k - 1 (the count starts at 0 when the
+        // profiler starts, with the program).
+        let first_traced_step = last_cycle * cycle + schedule.wait + schedule.warmup + 1;
+        let last_traced_step = (last_cycle + 1) * cycle;
+        let steps_seen = u32::try_from(step_s.len()).unwrap_or(u32::MAX);
+        let wall_s = |k: u32| -> Option<f64> {
+            step_s
+                .get(usize::try_from(k).ok()?.checked_sub(1)?)
+                .copied()
+        };
+        let start_s = wall_s(1)?;
+        let median = |mut v: Vec<f64>| -> Option<f64> {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied()
+        };
+        let unprofiled_step_s = median(
+            (last_traced_step + 1..=steps_seen)
+                .filter_map(wall_s)
+                .collect(),
+        )
+        .or_else(|| median((2..=schedule.wait).filter_map(wall_s).collect()));
+        let traced: Option<Vec<f64>> = (first_traced_step..=last_traced_step).map(wall_s).collect();
+        let traced_step_s = traced
+            .filter(|t| !t.is_empty())
+            .map(|t| t.iter().sum::<f64>() / t.len() as f64);
+        Some(StepWindow {
+            first_traced_step,
+            last_traced_step,
+            steps_seen,
+            start_s,
+            unprofiled_step_s,
+            traced_step_s,
+            after_trace,
+        })
+    }
+
+    /// How many times an unprofiled step a traced one took: the profiler's disturbance, read
+    /// within the one run (a busy machine slows both alike).
+    pub fn slowdown(&self) -> Option<f64> {
+        Some(self.traced_step_s? / self.unprofiled_step_s?.max(1e-9))
+    }
+
+    /// The traced steps' wall together.
+    pub fn traced_s(&self) -> Option<f64> {
+        Some(self.traced_step_s? * f64::from(self.last_traced_step + 1 - self.first_traced_step))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{AfterTrace, TorchSchedule};
+
+    #[test]
+    fn a_window_is_timed_by_its_steps_and_the_unprofiled_ones_after_it() {
+        // Start-up 3 s, steps warming up (0.4 s), then 0.2 s unprofiled and 0.25 s traced:
+        // wait 3, warmup 1, active 3, two steps after the window, then ended.
+        let steps = [3.0, 0.4, 0.4, 0.3, 0.25, 0.25, 0.25, 0.2, 0.2];
+        let schedule = TorchSchedule {
+            wait: 3,
+            warmup: 1,
+            active: 3,
+            repeat: 1,
+            after_trace: AfterTrace::EndProgram,
+        };
+        let w = StepWindow::of(&steps, &schedule, 1, AfterTrace::EndProgram).unwrap();
+        assert_eq!(
+            (w.first_traced_step, w.last_traced_step, w.steps_seen),
+            (5, 7, 9)
+        );
+        assert!((w.start_s - 3.0).abs() < 1e-9);
+        assert!((w.unprofiled_step_s.unwrap() - 0.2).abs() < 1e-9);
+        assert!((w.traced_step_s.unwrap() - 0.25).abs() < 1e-9);
+        assert!((w.slowdown().unwrap() - 1.25).abs() < 1e-9);
+        assert!((w.traced_s().unwrap() - 0.75).abs() < 1e-9);
+        // No step after the window: the steps before the profiler woke, after step 1.
+        let w = StepWindow::of(&steps[..7], &schedule, 1, AfterTrace::RunOn).unwrap();
+        assert!((w.unprofiled_step_s.unwrap() - 0.4).abs() < 1e-9);
+        // The second of two cycles, and no unprofiled step either side.
+        let schedule = TorchSchedule {
+            wait: 1,
+            warmup: 0,
+            active: 2,
+            repeat: 2,
+            after_trace: AfterTrace::RunOn,
+        };
+        let w = StepWindow::of(&steps[..6], &schedule, 2, AfterTrace::RunOn).unwrap();
+        assert_eq!((w.first_traced_step, w.last_traced_step), (5, 6));
+        assert_eq!(w.unprofiled_step_s, None);
+        assert_eq!(w.slowdown(), None);
+        // No cycle traced, or steps that do not reach the window's end.
+        assert_eq!(
+            StepWindow::of(&steps, &schedule, 0, AfterTrace::RunOn),
+            None
+        );
+        let w = StepWindow::of(&steps[..5], &schedule, 2, AfterTrace::RunOn).unwrap();
+        assert_eq!(w.traced_step_s, None);
+    }
+}

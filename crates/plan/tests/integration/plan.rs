@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use system_profile_model::detect::DetectReport;
 use system_profile_model::instrument::InstrumentFileInput;
 use system_profile_model::plan::{CoverageStatus, Plan, PlanStep};
-use system_profile_model::run::{Method, MetricFamily, RunProfilerInput, RunTarget, TargetMode};
+use system_profile_model::run::{
+    AfterTrace, Method, MetricFamily, RunProfilerInput, RunTarget, TargetMode,
+};
 use system_profile_model::target::{Focus, Target};
 use system_profile_plan::planner::{plan, PlanOptions};
 use system_profile_plan::Recipes;
@@ -645,6 +647,10 @@ async fn the_torch_profiler_schedule_needs_an_optimizer_in_the_source() {
                 "{script}: {:?}",
                 s.run_profiler.options
             );
+            // A window of steps, and the program ended after it: the trace needs no more.
+            if let Some(schedule) = s.run_profiler.options.schedule {
+                assert_eq!(schedule.after_trace, AfterTrace::EndProgram, "{schedule:?}");
+            }
         }
         let said = p
             .notes
@@ -652,6 +658,29 @@ async fn the_torch_profiler_schedule_needs_an_optimizer_in_the_source() {
             .any(|n| n.contains("makes no torch optimizer"));
         assert_eq!(said, !scheduled, "{script}: {:?}", p.notes);
     }
+    // On the CPU the operator step takes the same window.
+    let mut cpu = real_detect().await;
+    cpu.hardware.gpu.gpus.clear();
+    cpu.hardware.gpu.nvml_available = false;
+    let target = identify_here("train_sgd.py cpu").await;
+    let p = plan(
+        &target,
+        &cpu,
+        Recipes::builtin(),
+        &options(fx.dir.clone(), every_program),
+    );
+    let steps = steps_of(&p, Method::TorchProfiler);
+    assert_eq!(steps.len(), 1, "{:#?}", p.steps);
+    let schedule = steps[0].run_profiler.options.schedule.expect("a window");
+    assert_eq!(
+        (
+            schedule.wait,
+            schedule.warmup,
+            schedule.active,
+            schedule.after_trace
+        ),
+        (3, 1, 3, AfterTrace::EndProgram)
+    );
 }
 
 /// `idle`, `native` and `leaks` after the target turn those switches on in every step whose

@@ -28,13 +28,36 @@ pub const TORCH_OPS_WALL_SHARE: f64 = 0.3;
 /// oneDNN's LSTM kernels at 35% instead of 6% (their OpenMP threads spin for busy CPUs).
 pub const TORCH_DISTURBED_RATIO: f64 = 2.0;
 
-/// How many times the run without a profiler a traced run took, when the session has one.
+/// How many times an unprofiled step a traced step took, read within the run where its
+/// schedule left steps before the profiler woke; else how many times the run without a
+/// profiler the traced run took, when the session has one and the traced run was not ended
+/// after its window (its wall is then start-up and a few steps).
 pub(crate) fn slowdown(
     session: &Session,
     run: &system_profile_model::run::RunRecord,
 ) -> Option<f64> {
+    if let Some(w) = &run.metrics.step_window {
+        if let Some(x) = w.slowdown() {
+            return Some(x);
+        }
+        if !w.after_trace.is_run_on() {
+            return None;
+        }
+    }
     let (unprofiled_s, _) = super::cpu::unprofiled_wall_in(session, run)?;
     Some(run.wall_s? / unprofiled_s.max(1e-9))
+}
+
+/// "over steps 5-7 " when the trace holds a window of steps, else nothing.
+fn over_steps(lang: Lang, run: &system_profile_model::run::RunRecord) -> String {
+    match &run.metrics.step_window {
+        Some(w) => tr(
+            lang,
+            format!("steps {}-{}, ", w.first_traced_step, w.last_traced_step),
+            format!("ステップ {}-{}、", w.first_traced_step, w.last_traced_step),
+        ),
+        None => String::new(),
+    }
 }
 
 /// The dimensions of an operator's input shapes, as shown (`[700,200], [200,15001]`).
@@ -118,13 +141,22 @@ pub(super) fn hot_torch_operators(inputs: &Inputs) -> Vec<Draft> {
             continue;
         }
         let ops_s = first.self_us * 100.0 / first.self_percent.max(1e-9) / 1e6;
-        if ops_s < TORCH_OPS_WALL_SHARE * run_wall_s {
+        // A window's operators ran within its steps; the rest of the run was not traced.
+        let window = run.metrics.step_window.as_ref();
+        let traced_wall_s = window.and_then(|w| w.traced_s()).unwrap_or(run_wall_s);
+        if ops_s < TORCH_OPS_WALL_SHARE * traced_wall_s {
             continue;
         }
-        let (wall_s, basis) = match unprofiled_wall(inputs, run) {
-            Some((w, _)) => (w, w / run_wall_s),
-            None => (run_wall_s, 1.0),
+        let wall_s = unprofiled_wall(inputs, run).map_or(run_wall_s, |(w, _)| w);
+        // The operators' share of the traced wall, carried to the program's: to its time
+        // after start-up where the trace is a window of steps (the steps are alike), to its
+        // whole wall where the trace is the whole run.
+        let carried_s = match window {
+            Some(w) if w.traced_s().is_some() => (wall_s - w.start_s).max(0.0),
+            _ => wall_s,
         };
+        let basis = carried_s / traced_wall_s.max(1e-9);
+        let steps_words = over_steps(lang, run);
         let source = cite(run, ArtifactKind::KinetoTrace);
         let calls_line = |o: &CpuOp| {
             tr(
@@ -163,7 +195,7 @@ pub(super) fn hot_torch_operators(inputs: &Inputs) -> Vec<Draft> {
                     action: tr(
                         lang,
                         format!(
-                            "torch.profiler's operator table ({} of operator time in {}): {}. Each has {dim} in its input shapes, so their cost grows with it. If it is the vocabulary or class count of an output layer, an adaptive softmax (`nn.AdaptiveLogSoftmaxWithLoss`) or a sampled loss computes a part of it, and a smaller vocabulary shrinks it outright; if it is a hidden width, a narrower layer does. Otherwise cut the rows that meet it (batch × sequence per step) or run these products in bfloat16 (`torch.autocast(\"cpu\", dtype=torch.bfloat16)`) where the CPU has bf16 instructions. Halving the dimension saves about {} of {}.",
+                            "torch.profiler's operator table ({} of operator time in {steps_words}{}): {}. Each has {dim} in its input shapes, so their cost grows with it. If it is the vocabulary or class count of an output layer, an adaptive softmax (`nn.AdaptiveLogSoftmaxWithLoss`) or a sampled loss computes a part of it, and a smaller vocabulary shrinks it outright; if it is a hidden width, a narrower layer does. Otherwise cut the rows that meet it (batch × sequence per step) or run these products in bfloat16 (`torch.autocast(\"cpu\", dtype=torch.bfloat16)`) where the CPU has bf16 instructions. Halving the dimension saves about {} of {}.",
                             secs(ops_s),
                             source.run_id,
                             listed.join("; "),
@@ -171,7 +203,7 @@ pub(super) fn hot_torch_operators(inputs: &Inputs) -> Vec<Draft> {
                             secs(wall_s)
                         ),
                         format!(
-                            "torch.profiler の演算子表（{} の演算子時間、{}）: {}。いずれも入力の形に {dim} を含み、その大きさに比例してコストが増える。出力層の語彙数やクラス数なら adaptive softmax（`nn.AdaptiveLogSoftmaxWithLoss`）やサンプリングした損失で一部だけを計算でき、語彙を減らせば次元そのものが小さくなる。隠れ層の幅なら層を細くする。そうでなければ、この次元に掛かる行（1 ステップのバッチ × 系列長）を減らすか、CPU に bf16 命令があれば bfloat16（`torch.autocast(\"cpu\", dtype=torch.bfloat16)`）で計算する。次元を半分にすれば {} 中 約 {} の短縮。",
+                            "torch.profiler の演算子表（{} の演算子時間、{steps_words}{}）: {}。いずれも入力の形に {dim} を含み、その大きさに比例してコストが増える。出力層の語彙数やクラス数なら adaptive softmax（`nn.AdaptiveLogSoftmaxWithLoss`）やサンプリングした損失で一部だけを計算でき、語彙を減らせば次元そのものが小さくなる。隠れ層の幅なら層を細くする。そうでなければ、この次元に掛かる行（1 ステップのバッチ × 系列長）を減らすか、CPU に bf16 命令があれば bfloat16（`torch.autocast(\"cpu\", dtype=torch.bfloat16)`）で計算する。次元を半分にすれば {} 中 約 {} の短縮。",
                             secs(ops_s),
                             source.run_id,
                             listed.join("; "),
@@ -221,7 +253,7 @@ pub(super) fn hot_torch_operators(inputs: &Inputs) -> Vec<Draft> {
                     action: tr(
                         lang,
                         format!(
-                            "torch.profiler's operator table ({} of operator time in {}): {}, {}. {how} Halving it saves about {} of {}.",
+                            "torch.profiler's operator table ({} of operator time in {steps_words}{}): {}, {}. {how} Halving it saves about {} of {}.",
                             secs(ops_s),
                             source.run_id,
                             shown(first),
@@ -230,7 +262,7 @@ pub(super) fn hot_torch_operators(inputs: &Inputs) -> Vec<Draft> {
                             secs(wall_s)
                         ),
                         format!(
-                            "torch.profiler の演算子表（{} の演算子時間、{}）: {}、{}。{how} 半減すれば {} 中 約 {} の短縮。",
+                            "torch.profiler の演算子表（{} の演算子時間、{steps_words}{}）: {}、{}。{how} 半減すれば {} 中 約 {} の短縮。",
                             secs(ops_s),
                             source.run_id,
                             shown(first),

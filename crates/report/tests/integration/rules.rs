@@ -287,3 +287,94 @@ fn gpu_memory_imbalance_on_a_constructed_report() {
     });
     assert!(recs.iter().all(|r| r.rule != "gpu_memory_imbalance"));
 }
+
+/// A torch.profiler run that traced a window of steps and ended the program: the operators'
+/// share of the window is carried to the program's wall after start-up (the measure run's),
+/// the disturbance is a traced step against an unprofiled one of the same run, and the runs
+/// table says the run was ended.
+#[test]
+fn a_window_of_steps_speaks_for_the_program_after_its_start_up() {
+    use system_profile_model::metrics::StepWindow;
+    use system_profile_model::metrics::TimeV;
+    use system_profile_model::run::{AfterTrace, Method, RunList, RunMetrics};
+    let root = Root::new();
+    let name = "20261207-window";
+    cpu_torch_session(&root, name);
+    let manifest = root
+        .path()
+        .join("profile_output")
+        .join(name)
+        .join("manifest.json");
+    let base: RunList = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let trace = base.runs[0].metrics.trace.clone().unwrap();
+    let first = &trace.cpu_ops[0];
+    let ops_s = first.self_us * 100.0 / first.self_percent / 1e6;
+    let with_window = |traced_step_s: f64| {
+        let mut list = base.clone();
+        let torch = &mut list.runs[0];
+        // Operators 90% of three traced steps; start-up 2 s; two unprofiled steps after.
+        let unprofiled_step_s = ops_s / 0.9 / 3.0;
+        torch.metrics.step_window = Some(StepWindow {
+            first_traced_step: 5,
+            last_traced_step: 7,
+            steps_seen: 9,
+            start_s: 2.0,
+            unprofiled_step_s: Some(unprofiled_step_s),
+            traced_step_s: Some(traced_step_s),
+            after_trace: AfterTrace::EndProgram,
+        });
+        torch.wall_s = Some(2.0 + 8.0 * unprofiled_step_s);
+        // The program alone (measure): 20 s, of which 18 s after start-up.
+        let mut measure = crate::support::record(
+            "r002-measure",
+            Method::Measure,
+            RunMetrics {
+                time_v: Some(TimeV {
+                    wall_s: 20.0,
+                    ..TimeV::default()
+                }),
+                ..RunMetrics::default()
+            },
+            Vec::new(),
+        );
+        measure.wall_s = Some(20.0);
+        list.runs.push(measure);
+        std::fs::write(&manifest, serde_json::to_vec_pretty(&list).unwrap()).unwrap();
+        root.summarize(name, system_profile_model::report::Lang::En)
+    };
+
+    let out = with_window(ops_s / 0.9 / 3.0);
+    let ops = fired(&out.report, "hot_torch_operators");
+    assert_eq!(ops.len(), 1, "{:#?}", out.report.recommendations);
+    let share: f64 = ops[0]
+        .title
+        .split(" take ")
+        .nth(1)
+        .and_then(|t| t.split('%').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    let expected_s = 0.5 * share / 100.0 * 0.9 * 18.0;
+    let gain_s = ops[0].gain.time_s.unwrap();
+    assert!(
+        (gain_s - expected_s).abs() < 0.01 * expected_s,
+        "{gain_s} against {expected_s}"
+    );
+    assert!(ops[0].action.contains("steps 5-7"), "{}", ops[0].action);
+    assert!(
+        out.markdown.contains("(ended after step 9: a window)")
+            && out.markdown.contains("The trace holds steps 5-7")
+            && out.markdown.contains("1.00×"),
+        "{}",
+        out.markdown
+    );
+
+    // Traced steps three times the unprofiled ones: the shares are the disturbance's.
+    let out = with_window(3.0 * ops_s / 0.9 / 3.0);
+    assert!(fired(&out.report, "hot_torch_operators").is_empty());
+    assert!(
+        out.markdown
+            .contains("A traced step took 3.0× an unprofiled step of the same run"),
+        "{}",
+        out.markdown
+    );
+}

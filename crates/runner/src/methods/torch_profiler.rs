@@ -1,6 +1,8 @@
 //! `torch_profiler`: the target inside `torch.profiler.profile`, its Kineto trace analysed.
 
 use crate::*;
+use system_profile_model::metrics::StepWindow;
+use system_profile_model::run::AfterTrace;
 use system_profile_model::trace::{TraceFile, TraceReport};
 use system_profile_parse::launcher::{launcher_name, read_launcher};
 
@@ -12,7 +14,7 @@ use system_profile_parse::launcher::{launcher_name, read_launcher};
 /// `torch-profiler.json` with what happened (steps seen, traces written, CUDA or not).
 /// Under a distributed launcher it is each rank's entry point, and each rank names its files
 /// after its `RANK` (`trace-rank1.json.gz`, `torch-profiler-rank1.json`).
-/// argv: run dir, schedule (`wait,warmup,active,repeat` or empty), record_shapes,
+/// argv: run dir, schedule (`wait,warmup,active,repeat,after_trace` or empty), record_shapes,
 /// profile_memory, with_stack (0/1), then the target.
 pub(crate) const TORCH_RUNNER: &str = concat!(
     include_str!("py/sp_launch.py"),
@@ -29,8 +31,12 @@ pub(crate) async fn torch_profiler(
         .options
         .schedule
         .map(|s| {
+            let after = match s.after_trace {
+                AfterTrace::RunOn => "run_on",
+                AfterTrace::EndProgram => "end_program",
+            };
             format!(
-                "{},{},{},{}",
+                "{},{},{},{},{after}",
                 s.wait,
                 s.warmup,
                 s.active.max(1),
@@ -131,6 +137,27 @@ pub(crate) async fn torch_profiler(
         }
         for t in traces {
             e.artifacts.extend(file_artifact(t, ArtifactKind::KinetoTrace));
+        }
+    }
+    if let (Some(schedule), Some(state)) = (input.options.schedule, lowest_rank(&states)) {
+        let step_s: Vec<f64> = state["step_s"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
+            .unwrap_or_default();
+        let cycles = state["traces"].as_array().map_or(0, |t| t.len());
+        let ended = state["ended_after_step"].as_u64();
+        let after = if ended.is_some() {
+            AfterTrace::EndProgram
+        } else {
+            AfterTrace::RunOn
+        };
+        e.metrics.step_window =
+            StepWindow::of(&step_s, &schedule, u32::try_from(cycles).unwrap_or(0), after);
+        if let (Some(step), Some(w)) = (ended, &e.metrics.step_window) {
+            e.warnings.push(format!(
+                "the program was ended after step {step}, once steps {}-{} were traced and {} more timed without the profiler (options.schedule.after_trace = end_program): this run's wall, exit and outputs are not the program's",
+                w.first_traced_step, w.last_traced_step, step.saturating_sub(u64::from(w.last_traced_step))
+            ));
         }
     }
     analysed.sort_by_key(|t| t.analysis.rank);
@@ -266,6 +293,13 @@ fn state_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     files.sort();
     files
+}
+
+/// The state of the lowest rank, or the only one.
+fn lowest_rank(states: &[serde_json::Value]) -> Option<&serde_json::Value> {
+    states
+        .iter()
+        .min_by_key(|s| s["rank"].as_u64().unwrap_or(0))
 }
 
 fn rank_states(dir: &Path) -> Vec<serde_json::Value> {

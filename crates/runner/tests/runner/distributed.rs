@@ -113,6 +113,7 @@ async fn lightning_ddp_under_torchrun_matches_ddps_own_buckets() {
             warmup: 2,
             active: 3,
             repeat: 1,
+            after_trace: Default::default(),
         }),
     );
     i.env.insert("STEPS".into(), "10".into());
@@ -186,6 +187,7 @@ async fn fsdp_under_torchrun_matches_fsdps_own_shards_and_step_log() {
             warmup: 1,
             active: 3,
             repeat: 1,
+            after_trace: Default::default(),
         }),
     );
     i.env.insert("STEPS".into(), "8".into());

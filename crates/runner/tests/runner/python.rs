@@ -629,6 +629,7 @@ async fn torch_profiler_traces_a_training_loop_on_its_schedule() {
         warmup: 1,
         active: 2,
         repeat: 1,
+        after_trace: Default::default(),
     });
     i.options.record_shapes = Some(true);
     let e = execute(&i, &place(dir.path())).await.unwrap();
@@ -684,6 +685,7 @@ async fn torch_profiler_traces_a_training_loop_on_its_schedule() {
         warmup: 1,
         active: 2,
         repeat: 1,
+        after_trace: Default::default(),
     };
     let mut i = input(Method::TorchProfiler, command(&[&py, &manual]));
     i.options.schedule = Some(schedule);
@@ -738,4 +740,68 @@ async fn torch_profiler_traces_a_training_loop_on_its_schedule() {
         e.error
     );
     assert!(e.metrics.trace.is_none());
+}
+
+#[tokio::test]
+async fn torch_profiler_ends_a_training_once_its_window_is_traced() {
+    let py = python();
+    if !module(&py, "torch") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A long loop whose own handler would swallow an exception: the end must not depend on
+    // the program letting one through.
+    let long = TRAIN
+        .replace(
+            "for step in range(6):",
+            "try:\n  for step in range(100000):",
+        )
+        .replace("\n    ", "\n      ")
+        .replace(
+            "print(\"trained\")",
+            "except BaseException:\n  print(\"caught\")\nprint(\"trained\")",
+        );
+    let train = script(dir.path(), "train.py", &long);
+    let mut i = input(Method::TorchProfiler, command(&[&py, &train]));
+    i.options.schedule = Some(system_profile_model::run::TorchSchedule {
+        wait: 3,
+        warmup: 1,
+        active: 2,
+        repeat: 1,
+        after_trace: system_profile_model::run::AfterTrace::EndProgram,
+    });
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert_eq!(e.exit_code, Some(0), "{e:?}");
+    assert!(
+        !e.stdout_tail.contains("trained") && !e.stdout_tail.contains("caught"),
+        "{:?}",
+        e.stdout_tail
+    );
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("run/torch-profiler.json")).unwrap(),
+    )
+    .unwrap();
+    // Two steps after the window, timed without the profiler, then the end.
+    assert_eq!(
+        (state["steps"].as_u64(), state["ended_after_step"].as_u64()),
+        (Some(8), Some(8)),
+        "{state}"
+    );
+    let w = e.metrics.step_window.as_ref().expect("the window");
+    assert_eq!(
+        (w.first_traced_step, w.last_traced_step, w.steps_seen),
+        (5, 6, 8),
+        "{w:?}"
+    );
+    assert!(!w.after_trace.is_run_on(), "{w:?}");
+    assert!(w.unprofiled_step_s.is_some_and(|s| s > 0.0), "{w:?}");
+    assert!(w.traced_step_s.is_some_and(|s| s > 0.0), "{w:?}");
+    assert!(w.start_s > 0.0, "{w:?}");
+    assert_eq!(e.metrics.trace.as_ref().unwrap().window.profiler_steps, 2);
+    assert!(
+        e.warnings.iter().any(|m| m.contains("ended after step 8")),
+        "{:?}",
+        e.warnings
+    );
 }

@@ -1,4 +1,5 @@
-import json, os, runpy, sys
+import json, os, runpy, sys, time
+started = time.perf_counter()
 out_dir, schedule, shapes, memory, stack = sys.argv[1:6]
 rest = sys.argv[6:]
 rank = os.environ.get("RANK")
@@ -19,15 +20,31 @@ def env_int(name):
 import socket
 state = {"steps": 0, "traces": [], "cuda": cuda, "rank": env_int("RANK"), "local_rank": env_int("LOCAL_RANK"),
          "node_rank": env_int("GROUP_RANK"), "host": socket.gethostname(), "step_by": None}
+# Each step's wall: what a step costs unprofiled and while traced, measured in this one run.
+# A step counts from the previous one's return from the profiler's step, so exporting a
+# trace (inside that call) is no step's. The first step holds the start-up.
+state["step_s"] = []
+resumed = [0.0]
+end_program = False
+# Steps run after the window before the program is ended: with the profiler stopped they are
+# the unprofiled steps the traced ones are compared with (those before it woke are often
+# still warming up: word_language_model's were 1.5x its later ones).
+STEPS_AFTER_WINDOW = 2
 def ready(p):
     path = os.path.join(out_dir, "trace%s-%d.json.gz" % (tag, len(state["traces"])))
     p.export_chrome_trace(path)
     state["traces"].append(path)
 kwargs = dict(activities=acts, record_shapes=shapes == "1", profile_memory=memory == "1", with_stack=stack == "1")
 if schedule:
-    w, wu, a, r = (int(x) for x in schedule.split(","))
+    w, wu, a, r, after = schedule.split(",")
+    w, wu, a, r = int(w), int(wu), int(a), int(r)
+    end_program = after == "end_program"
+    state["window"] = {"wait": w, "warmup": wu, "active": a, "repeat": r, "after_trace": after}
     kwargs["schedule"] = torch.profiler.schedule(wait=w, warmup=wu, active=a, repeat=r)
     kwargs["on_trace_ready"] = ready
+def write_state():
+    with open(os.path.join(out_dir, "torch-profiler%s.json" % tag), "w") as f:
+        json.dump(state, f)
 prof = profile(**kwargs)
 # A step is an optimizer step; a loop without an optimizer (manual SGD) steps at each
 # backward, and one without backward (inference) at each outermost module forward. A weaker
@@ -44,8 +61,20 @@ def stepped(kind):
         return
     state["step_by"] = kind
     state["steps"] += 1
+    state["step_s"].append(time.perf_counter() - started - resumed[0])
     if schedule:
         prof.step()
+        if end_program and len(state["traces"]) >= r:
+            state.setdefault("window_done_at_step", state["steps"])
+            # The window is traced: end here rather than run the rest of the training. Not by
+            # an exception, which the program's handlers could catch or a thread never see.
+            if state["steps"] >= state["window_done_at_step"] + STEPS_AFTER_WINDOW:
+                state["ended_after_step"] = state["steps"]
+                write_state()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
+    resumed[0] = time.perf_counter() - started
 from torch.optim.optimizer import register_optimizer_step_post_hook
 register_optimizer_step_post_hook(lambda optimizer, args, kw: stepped("optimizer"))
 backward = torch.autograd.backward
@@ -76,6 +105,5 @@ finally:
         path = os.path.join(out_dir, "trace%s.json.gz" % tag)
         prof.export_chrome_trace(path)
         state["traces"].append(path)
-    with open(os.path.join(out_dir, "torch-profiler%s.json" % tag), "w") as f:
-        json.dump(state, f)
+    write_state()
 sys.exit(code)

@@ -16,7 +16,8 @@ The methods are independent of the one under test:
   GIL, which is Python code running, never a thread blocked in a call that releases it.
 - cProfile's exact call counts and own times (a started command only).
 - torch.profiler's own operator table (`key_averages`, by operator and by input shape), made
-  in the profiled process by torch (`torch_table` in the scenario).
+  in the profiled process by torch (`torch_table` in the scenario), over the whole run and over
+  training steps 5-7 (torch's schedule stepped by torch's optimizer hook).
 - A clock around the functions that make the program's phases (`phases`), tracemalloc's
   snapshot when one of them is first called (`live_at`), memray's own `stats` (`memray_stats`).
 Peers, side by side: py-spy's default record (100 Hz, idle threads left out by py-spy's own
@@ -190,12 +191,57 @@ with open(out, "w") as f:
 """
 
 
-def torch_key_averages(argv, cwd):
+# The same table over training steps 5-7 only (three unprofiled steps, one of warm-up), the
+# steps counted at each optimizer step, else each backward from the second: the window system-profile's
+# torch_training recipe traces, so its shares are compared with torch's over the same steps
+# (the whole run's table also counts validation and test, forward passes only).
+TORCH_TABLE_STEPS = r"""
+import json, os, runpy, sys
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.profiler import ProfilerActivity, profile
+out, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.argv = [script] + args
+sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+def rows(averages, n):
+    total = sum(e.self_cpu_time_total for e in averages) or 1
+    top = sorted(averages, key=lambda e: -e.self_cpu_time_total)[:n]
+    return [{"name": e.key, "calls": e.count, "self_us": round(e.self_cpu_time_total, 1),
+             "self_percent": round(100 * e.self_cpu_time_total / total, 1),
+             "input_shapes": str(e.input_shapes) if e.input_shapes else None} for e in top]
+def ready(prof):
+    with open(out, "w") as f:
+        json.dump({"steps": "5-7", "by_operator": rows(prof.key_averages(), 8),
+                   "by_operator_and_shape": rows(prof.key_averages(group_by_input_shape=True), 8),
+                   "table": prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8)}, f)
+schedule = torch.profiler.schedule(wait=3, warmup=1, active=3, repeat=1)
+seen = {"optimizer": 0, "backward": 0}
+def stepped(kind):
+    # A step at each optimizer step; in a loop without an optimizer (a hand-written update,
+    # as word_language_model's) at each backward from the second, whose first comes before
+    # its iteration ends.
+    seen[kind] += 1
+    if kind == "optimizer" or (not seen["optimizer"] and seen["backward"] >= 2):
+        prof.step()
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule,
+             on_trace_ready=ready) as prof:
+    register_optimizer_step_post_hook(lambda *a: stepped("optimizer"))
+    backward = torch.autograd.backward
+    def backward_then_step(*a, **kw):
+        result = backward(*a, **kw)
+        stepped("backward")
+        return result
+    torch.autograd.backward = backward_then_step
+    runpy.run_path(script, run_name="__main__")
+"""
+
+
+def torch_key_averages(argv, cwd, table=TORCH_TABLE):
     """torch.profiler's own operator table for the program (its `key_averages`, by operator and
     by operator and input shape), written by torch in the profiled process: no part of
     system-profile reads or runs it."""
     out = cwd / "key_averages.json"
-    subprocess.run([argv[0], "-c", TORCH_TABLE, str(out)] + argv[1:], cwd=cwd, capture_output=True)
+    subprocess.run([argv[0], "-c", table, str(out)] + argv[1:], cwd=cwd, capture_output=True)
     return json.loads(out.read_text()) if out.exists() else None
 
 
@@ -297,6 +343,7 @@ def scalene_top(argv, cwd, n=3):
 
 
 ONLY = {"torch_key_averages": lambda argv, cwd, sc: torch_key_averages(argv, cwd),
+        "torch_key_averages_steps_5_7": lambda argv, cwd, sc: torch_key_averages(argv, cwd, TORCH_TABLE_STEPS),
         "ab": lambda argv, cwd, sc: ab_runs(argv, cwd, sc["ab_env"])}
 
 
@@ -370,6 +417,7 @@ def establish(name):
                 observed["ab"] = ab_runs(argv, scratch, sc["ab_env"])
             if sc.get("torch_table"):
                 observed["torch_key_averages"] = torch_key_averages(argv, scratch)
+                observed["torch_key_averages_steps_5_7"] = torch_key_averages(argv, scratch, TORCH_TABLE_STEPS)
             if "phases" in sc:
                 observed["timed_phases"] = timed_phases(argv, scratch, sc["phases"])
             if "live_at" in sc:

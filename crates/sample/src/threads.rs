@@ -144,6 +144,14 @@ impl Threads {
                 .as_ref()
                 .and_then(|f| reread(f, buf))
                 .and_then(parse_schedstat);
+            // Reaped between the two reads (an exiting program, a sampler preempted beside CPU
+            // hogs): a reading of zeros would erase its on-CPU and run-queue time, so it ends
+            // with its previous reading, as when its status stops answering.
+            if t.schedstat.is_some() && sched.is_none() {
+                t.status = None;
+                t.schedstat = None;
+                continue;
+            }
             let now = SchedCounters {
                 voluntary_ctx_switches: voluntary,
                 involuntary_ctx_switches: involuntary,
@@ -226,6 +234,41 @@ mod tests {
         let rollup = "55869fe9b000-7fffe72bc000 ---p 00000000 00:00 0                          [rollup]\nRss:                10240 kB\nPss:                 4096 kB\nPss_Dirty:           112 kB\nPss_Anon:            112 kB\n";
         assert_eq!(parse_pss_bytes(rollup), Some(4096 * 1024));
         assert_eq!(parse_pss_bytes("Rss: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn a_thread_reaped_between_its_two_reads_keeps_its_last_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = dir.path().join("status");
+        std::fs::write(
+            &status,
+            "voluntary_ctxt_switches:\t9\nnonvoluntary_ctxt_switches:\t4\n",
+        )
+        .unwrap();
+        let before = SchedCounters {
+            voluntary_ctx_switches: 8,
+            involuntary_ctx_switches: 4,
+            on_cpu_ns: 2_000_000_000,
+            run_queue_ns: 3_000_000_000,
+        };
+        let mut threads = Threads::new(1, false);
+        threads.by_tid.insert(
+            1,
+            Thread {
+                status: File::open(&status).ok(),
+                // A folder opens but never reads: the schedstat of a thread gone by then.
+                schedstat: File::open(dir.path()).ok(),
+                first: Some(SchedCounters::default()),
+                last: Some(before),
+                first_read: None,
+                last_read_at: None,
+            },
+        );
+        let mut buf = vec![0; 4096];
+        threads.read(&mut buf);
+        assert_eq!(threads.total(), Some((before, true)));
+        // Ended: not read again.
+        assert!(threads.by_tid[&1].status.is_none());
     }
 
     #[test]

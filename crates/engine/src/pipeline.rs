@@ -417,6 +417,14 @@ impl Engine {
                 method: step.method.id(),
                 background: false,
             });
+            let trimmed = trim_passes(step, &ended);
+            let step = trimmed.as_ref().map_or(step, |(s, _)| s);
+            if let Some((_, why)) = &trimmed {
+                observe(PipelineEvent::Stage {
+                    name: "trimmed",
+                    detail: format!("{}: {why}", step.id),
+                });
+            }
             let result = self
                 .run_with_fallbacks(step, budget_s, started, observe)
                 .await;
@@ -558,6 +566,32 @@ fn not_worth_it(
     }
 }
 
+/// `step` without the parts of its run that the run it waits for shows nothing will use, and
+/// why: memray's pass over its short-lived allocations feeds only the large-buffer churn
+/// finding, which needs the run without a profiler to have spent time in the kernel.
+fn trim_passes(
+    step: &PlanStep,
+    ended: &std::collections::HashMap<String, RunRecord>,
+) -> Option<(PlanStep, String)> {
+    if step.method != system_profile_model::run::Method::Memray
+        || step.run_profiler.options.short_lived.is_some()
+    {
+        return None;
+    }
+    let earlier = ended
+        .get(&step.runs_if.as_ref()?.after_step)
+        .filter(|r| r.status == RunStatus::Completed)?;
+    let (false, figures) = system_profile_model::plan::kernel_churn_can_cost(earlier)? else {
+        return None;
+    };
+    let mut trimmed = step.clone();
+    trimmed.run_profiler.options.short_lived = Some(false);
+    Some((
+        trimmed,
+        format!("{figures}: no churn of large buffers cost it anything, so memray's short-lived allocations are not read"),
+    ))
+}
+
 /// The command a run starts, as a key (`None`-like empty for a PID or the machine).
 fn target_key(input: &RunProfilerInput) -> String {
     match &input.target {
@@ -599,6 +633,7 @@ fn shorter(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     /// An interpreter of its own under `root`: a fresh venv has nothing installed, memray
     /// included.
@@ -610,6 +645,58 @@ mod tests {
             .unwrap();
         assert!(made.success(), "python3 -m venv failed");
         root.join("venv/bin/python").to_string_lossy().into_owned()
+    }
+
+    /// memray's step waiting for the measure run `s1`, as the planner makes it.
+    fn memray_after_measure() -> PlanStep {
+        serde_json::from_value(serde_json::json!({
+            "id": "s2", "method": "memray", "mode": "launch", "title": "allocation sites",
+            "why": "", "overhead": "high", "overhead_note": "", "families": [], "artifacts": [],
+            "metrics": [],
+            "run_profiler": {"profiler": "memray", "target": {"command": ["python", "x.py"]}},
+            "runs_if": {"after_step": "s1", "condition": "memory_matters"},
+        }))
+        .unwrap()
+    }
+
+    /// The measure run `s1` with time -v's user and system time and minor faults.
+    fn measured(user_s: f64, sys_s: f64, minor_faults: u64) -> HashMap<String, RunRecord> {
+        let mut r: RunRecord = serde_json::from_value(serde_json::json!({
+            "run_id": "r001-measure", "session": "s", "profiler": "measure", "status": "completed",
+            "target": {"command": ["python", "x.py"]}, "argv": [], "cwd": "/",
+            "started_at_unix_s": 0.0, "dir": "r001-measure", "artifacts": [], "metrics": {},
+            "stdout_tail": "", "stderr_tail": "",
+        }))
+        .unwrap();
+        r.metrics.time_v = Some(system_profile_model::metrics::TimeV {
+            user_s,
+            sys_s,
+            minor_faults,
+            ..Default::default()
+        });
+        HashMap::from([("s1".to_string(), r)])
+    }
+
+    #[test]
+    fn memrays_short_lived_pass_is_left_out_where_the_kernel_had_no_cost_to_show() {
+        let step = memray_after_measure();
+        // json.tool on 37.5 MB without a profiler: 6% in the kernel, 76,048 faults.
+        let (trimmed, why) = trim_passes(&step, &measured(3.99, 0.27, 76_048)).unwrap();
+        assert_eq!(trimmed.run_profiler.options.short_lived, Some(false));
+        assert!(
+            why.contains("6.3% of its CPU time in the kernel (under 10%)")
+                && why.contains("76048 minor page faults (under 100000)"),
+            "{why}"
+        );
+        // word_language_model: 21% in the kernel, 1.5 M faults: the churn finding needs it.
+        assert!(trim_passes(&step, &measured(12.24, 3.3, 1_500_825)).is_none());
+        // What the plan or the user set stays; so does a step that waits for nothing.
+        let mut asked = step.clone();
+        asked.run_profiler.options.short_lived = Some(true);
+        assert!(trim_passes(&asked, &measured(3.99, 0.27, 76_048)).is_none());
+        let mut named = step.clone();
+        named.runs_if = None;
+        assert!(trim_passes(&named, &measured(3.99, 0.27, 76_048)).is_none());
     }
 
     fn windowed(duration_s: Option<f64>) -> RunProfilerInput {

@@ -52,6 +52,10 @@ pub struct ProfilerOptions {
     /// requested, not where Python objects are made; off keeps a long run's capture small.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_allocators: Option<bool>,
+    /// memray: read the large allocations freed soon after (a pass over the capture, often
+    /// its longest); `false` leaves them out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_lived: Option<bool>,
     /// Report leaks: memory not freed at exit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leaks: Option<bool>,
@@ -204,6 +208,7 @@ pub enum OptionName {
     Leaks,
     Temporal,
     PythonAllocators,
+    ShortLived,
     DmonColumns,
     QueryFields,
     NcclSubsys,
@@ -218,7 +223,7 @@ pub enum OptionName {
 }
 
 impl OptionName {
-    pub const ALL: [OptionName; 24] = [
+    pub const ALL: [OptionName; 25] = [
         OptionName::RateHz,
         OptionName::IntervalS,
         OptionName::OutputCapBytes,
@@ -232,6 +237,7 @@ impl OptionName {
         OptionName::Leaks,
         OptionName::Temporal,
         OptionName::PythonAllocators,
+        OptionName::ShortLived,
         OptionName::DmonColumns,
         OptionName::QueryFields,
         OptionName::NcclSubsys,
@@ -286,6 +292,7 @@ impl ProfilerOptions {
                 OptionName::Leaks => o.leaks = self.leaks,
                 OptionName::Temporal => o.temporal = self.temporal,
                 OptionName::PythonAllocators => o.python_allocators = self.python_allocators,
+                OptionName::ShortLived => o.short_lived = self.short_lived,
                 OptionName::DmonColumns => o.dmon_columns = self.dmon_columns.clone(),
                 OptionName::QueryFields => o.query_fields = self.query_fields.clone(),
                 OptionName::NcclSubsys => o.nccl_subsys = self.nccl_subsys.clone(),
@@ -361,6 +368,7 @@ mod tests {
             leaks: Some(true),
             temporal: Some(true),
             python_allocators: Some(false),
+            short_lived: Some(false),
             dmon_columns: Some("pu".into()),
             query_fields: vec!["index".into()],
             nccl_subsys: Some("INIT".into()),

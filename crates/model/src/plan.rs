@@ -167,6 +167,42 @@ impl RunCondition {
     }
 }
 
+/// Large buffers made and freed again cost a program something only where its run without a
+/// profiler spent at least this share of its CPU time in the kernel, with at least this many
+/// minor page faults (a buffer above glibc's thresholds is mapped and unmapped each time, and
+/// every first touch of its pages faults): the large-buffer churn rule's floor. Below it the
+/// pass that reads memray's short-lived allocations has nothing to feed (json.tool on 37.5 MB:
+/// 6% in the kernel; the pass took 29 s of its capture, the longest of memray's three).
+pub const CHURN_SYS_SHARE: f64 = 0.1;
+pub const CHURN_MIN_MINOR_FAULTS: u64 = 100_000;
+
+/// Whether a run without a profiler spent enough in the kernel, with enough page faults, for
+/// large-buffer churn to have cost it anything, and the figures that say so, as a sentence;
+/// `None` without `time -v`'s figures.
+pub fn kernel_churn_can_cost(run: &crate::run::RunRecord) -> Option<(bool, String)> {
+    let t = run.metrics.time_v.as_ref()?;
+    let cpu_s = t.user_s + t.sys_s;
+    if cpu_s <= 0.0 {
+        return None;
+    }
+    let share = t.sys_s / cpu_s;
+    let holds = share >= CHURN_SYS_SHARE && t.minor_faults >= CHURN_MIN_MINOR_FAULTS;
+    let against = |at_least: bool| if at_least { "at least" } else { "under" };
+    Some((
+        holds,
+        format!(
+            "in {} the program spent {:.1}% of its CPU time in the kernel ({} {:.0}%) with {} minor page faults ({} {})",
+            run.run_id,
+            share * 100.0,
+            against(share >= CHURN_SYS_SHARE),
+            CHURN_SYS_SHARE * 100.0,
+            t.minor_faults,
+            against(t.minor_faults >= CHURN_MIN_MINOR_FAULTS),
+            CHURN_MIN_MINOR_FAULTS
+        ),
+    ))
+}
+
 /// A method that stands in for a step's own when that one measured nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Fallback {

@@ -426,7 +426,7 @@ const SPECS: &[MethodSpec] = &[
         families: &[F::CpuMemory, F::AllocationSites], overhead: High,
         "every Python allocation of the script's own code is traced (its leading imports are not): 1.9x for memory_hog.py, 20x for the allocation-heavy cpu_hotspot.py (bench/tracemalloc_cost.py)",
         artifacts: [(TracemallocJson, "tracemalloc.json")], metrics: &["current_bytes", "peak_bytes", "top_sites_by_size", "top_sites_by_count"]),
-    spec!(Memray, tool: Some("memray"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [Native, Leaks, Temporal, PythonAllocators],
+    spec!(Memray, tool: Some("memray"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [Native, Leaks, Temporal, PythonAllocators, ShortLived],
         families: &[F::CpuMemory, F::AllocationSites], overhead: High,
         "every allocation is recorded, pymalloc's too unless `python_allocators: false`: raytrace (pyperformance) ran 5.2x its time (capture 8.5 MB for 5 s), 3.1x with arenas only (bench/scalene_memory_vs_memray.py)",
         artifacts: [(MemrayBin, "memray.bin"), (MemrayStatsJson, "memray-stats.json"), (MemrayFlamegraphHtml, "memray-flamegraph.html"), (MemrayPeakCsv, "memray-peak.csv"), (MemrayShortLivedCsv, "memray-short-lived.csv"), (MemrayLeaksCsv, "memray-leaks.csv")], metrics: &["peak_bytes", "total_allocations", "top_allocations_by_size", "top_allocations_by_count", "allocator_distribution", "at_peak", "short_lived_large", "not_freed"]),

@@ -79,8 +79,7 @@ pub const GPU_MEMORY_RATIO: f64 = 1.3;
 /// lines, in a run whose unprofiled twin spent at least this share of its CPU time in the
 /// kernel with at least this many minor page faults.
 pub const CHURN_MIN_BYTES: u64 = 1 << 30;
-pub const CHURN_SYS_SHARE: f64 = 0.1;
-pub const CHURN_MIN_MINOR_FAULTS: u64 = 100_000;
+pub use system_profile_model::plan::{CHURN_MIN_MINOR_FAULTS, CHURN_SYS_SHARE};
 /// One allocation site holding this share of the Python heap's peak, and at least this much.
 pub const ALLOC_SITE_SHARE: f64 = 0.25;
 pub const ALLOC_SITE_MIN_BYTES: u64 = 32 << 20;

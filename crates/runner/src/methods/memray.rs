@@ -105,7 +105,13 @@ pub(crate) async fn memray(
             transform(&py, &capture_s, &[], &peak_s),
             "transform csv (what was live at the peak)",
         ),
-        (
+    ];
+    if input.options.short_lived == Some(false) {
+        e.warnings.push(
+            "the large allocations freed soon after were not read (options.short_lived: false): no large-buffer churn can be reported from this run".into(),
+        );
+    } else {
+        reports.push((
             vec![
                 py.as_str(),
                 "-c",
@@ -116,8 +122,8 @@ pub(crate) async fn memray(
                 &short_s,
             ],
             "short-lived large allocations",
-        ),
-    ];
+        ));
+    }
     let capture_bytes = std::fs::metadata(&capture).map(|m| m.len()).unwrap_or(0);
     if capture_bytes <= FLAME_GRAPH_MAX_CAPTURE_BYTES {
         reports.push((flame_argv, "flame graph"));

@@ -469,7 +469,7 @@ async fn memray_counts_small_python_objects_where_they_are_made() {
 }
 
 #[tokio::test]
-async fn memray_draws_its_flame_graph_over_time_when_asked() {
+async fn memray_draws_its_flame_graph_over_time_or_leaves_a_pass_out_when_asked() {
     let py = python();
     if !module(&py, "memray") {
         return;
@@ -500,6 +500,31 @@ async fn memray_draws_its_flame_graph_over_time_when_asked() {
     // peak's page does not.
     assert!(!pages[0].contains("\"intervals\":["));
     assert!(pages[1].contains("\"intervals\":["));
+
+    // Without the short-lived pass: no such CSV, and the run says what it cannot report.
+    let input = RunProfilerInput {
+        options: ProfilerOptions {
+            short_lived: Some(false),
+            ..Default::default()
+        },
+        ..input(Method::Memray, command(&[&py, &churn]))
+    };
+    let e = execute(&input, &place(&dir.path().join("no-short-lived")))
+        .await
+        .unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert!(!e
+        .artifacts
+        .iter()
+        .any(|a| a.kind == ArtifactKind::MemrayShortLivedCsv));
+    assert!(
+        e.warnings
+            .iter()
+            .any(|w| w.contains("options.short_lived: false")),
+        "{:?}",
+        e.warnings
+    );
+    assert!(e.metrics.allocations.is_some_and(|a| !a.at_peak.is_empty()));
 }
 
 #[tokio::test]

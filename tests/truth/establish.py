@@ -20,6 +20,9 @@ The methods are independent of the one under test:
   training steps 5-7 (torch's schedule stepped by torch's optimizer hook).
 - A clock around the functions that make the program's phases (`phases`), tracemalloc's
   snapshot when one of them is first called (`live_at`), memray's own `stats` (`memray_stats`).
+- The kernel's own sampler by shared object (`perf record -e cpu-clock`, `perf_by_library`).
+- A/B runs: the program with an environment setting (`ab_env`), or with one change to its
+  source that a recommendation suggests (`ab_source`, in a copy), interleaved, `time -v`.
 Peers, side by side: py-spy's default record (100 Hz, idle threads left out by py-spy's own
 heuristics) and Scalene (`scalene run --cpu-only`, its JSON; it starts its program, so not a service).
 """
@@ -126,6 +129,47 @@ def ab_runs(argv, cwd, env, rounds=3):
     for side, rs in runs.items():
         out[side] = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
     return out
+
+
+def ab_source(argv, cwd, change, rounds=3):
+    """The program as it is, then with one change to its source that a recommendation
+    suggests (`change`: the file, the text replaced and its replacement, in a copy), interleaved
+    `rounds` times: medians of each `time -v` figure."""
+    import statistics
+    original = cwd / change["file"]
+    text = original.read_text()
+    if change["replace"] not in text:
+        sys.exit(f"ab_source: {change['file']} does not hold the text to replace")
+    changed = original.with_name(original.stem + "_changed" + original.suffix)
+    changed.write_text(text.replace(change["replace"], change["with"]))
+    changed_argv = [str(changed.name) if a == change["file"] else a for a in argv]
+    runs = {"without": [], "with": []}
+    for _ in range(rounds):
+        runs["without"].append(time_v(argv, cwd))
+        runs["with"].append(time_v(changed_argv, cwd))
+    out = {"change": change, "rounds": rounds}
+    for side, rs in runs.items():
+        out[side] = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+    return out
+
+
+def perf_by_library(argv, cwd):
+    """Where the CPU went by shared object, from the kernel's own sampler (`perf record -e
+    cpu-clock`, software clock: no hardware counters needed), not from any Python profiler:
+    each library's share of the samples."""
+    data = cwd / "perf.data"
+    rec = subprocess.run(["perf", "record", "-e", "cpu-clock", "-F", "999", "-o", str(data), "--"] + argv,
+                         cwd=cwd, capture_output=True, text=True)
+    if rec.returncode != 0 or not data.exists():
+        return {"error": rec.stderr.strip()[-300:]}
+    rep = subprocess.run(["perf", "report", "-i", str(data), "--sort", "dso", "--stdio"],
+                         capture_output=True, text=True)
+    shares = {}
+    for line in rep.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].endswith("%") and not line.startswith("#"):
+            shares[parts[1]] = float(parts[0].rstrip("%"))
+    return shares
 
 
 def cprofile_top(argv, cwd, n=5):
@@ -407,6 +451,10 @@ def establish(name):
                 "skipped: " + sc["skip_scalene"] if "skip_scalene" in sc else scalene_top(argv, scratch))
             if "ab_env" in sc:
                 observed["ab"] = ab_runs(argv, scratch, sc["ab_env"])
+            if "ab_source" in sc:
+                observed["ab_source"] = ab_source(argv, scratch, sc["ab_source"])
+            if sc.get("perf_by_library"):
+                observed["perf_by_library"] = perf_by_library(argv, scratch)
             if sc.get("torch_table"):
                 observed["torch_key_averages"] = torch_key_averages(argv, scratch)
                 observed["torch_key_averages_steps_5_7"] = torch_key_averages(argv, scratch, TORCH_TABLE_STEPS)

@@ -582,6 +582,23 @@ pub struct InclusiveRow {
     pub source: Source,
 }
 
+/// A line of the program's own code and the native code (C, C++) its call ran, from a sampling
+/// run that unwound native frames (`py-spy --native`): without them that time counts as the
+/// line's own, and its advice would be about Python that barely runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NativeCall {
+    pub function: String,
+    /// Relative to the root.
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Of all the run's samples: native code on top, reached through this call.
+    pub percent: f64,
+    /// The heaviest native functions under it, most first.
+    pub functions: Vec<crate::metrics::NativeFunction>,
+    pub source: Source,
+}
+
 /// A flame graph a run drew.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FlameGraph {
@@ -597,6 +614,10 @@ pub struct HotspotTable {
     /// (`evaluate`, `train_epoch`) that self time alone never shows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inclusive: Vec<InclusiveRow>,
+    /// The program's lines whose calls ran the most native code, where native frames were
+    /// sampled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub native_calls: Vec<NativeCall>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flame_graphs: Vec<FlameGraph>,
 }

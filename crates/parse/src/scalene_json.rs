@@ -206,6 +206,7 @@ pub fn stacks(p: &LineUsageProfile) -> StackProfile {
         lines,
         sample_period_s: (p.elapsed_s > 0.0).then(|| p.elapsed_s / UNITS),
         call_sites: Vec::new(),
+        native_calls: Vec::new(),
         threads: Vec::new(),
         gil_holders_only: false,
     }

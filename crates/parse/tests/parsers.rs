@@ -210,7 +210,7 @@ fn strace_c_fixtures() {
 fn folded_fixtures() {
     assert_eq!(
         snapshot_all("folded", system_profile_parse::folded::parse),
-        2
+        3
     );
     let p =
         system_profile_parse::folded::parse(&fixture("folded", "py-spy-raw-python-hot-loop")).value;
@@ -266,6 +266,56 @@ fn a_library_hotspot_is_charged_to_the_line_of_the_program_that_calls_it() {
         .call_sites
         .iter()
         .all(|c| !c.file.contains("site-packages")));
+}
+
+/// `py-spy --native` on the standard library's gzip CLI: zlib's stripped static functions,
+/// named by address, sum into `deflate`, the library's named frame that called them (perf,
+/// by shared object: libz 96.2% of the run); and that library time is charged to the main
+/// module's line that calls the compressor, gzip.py:289, not to a C source of CPython's.
+#[test]
+fn native_frames_sum_into_their_library_function_and_reach_the_programs_line() {
+    use system_profile_model::metrics::CallVia;
+    let p = system_profile_parse::folded::parse(&fixture("folded", "py-spy-raw-native-gzip")).value;
+    assert!(
+        p.by_self.iter().all(|f| !f.function.starts_with("0x")),
+        "{:?}",
+        p.by_self
+    );
+    let top = &p.by_self[0];
+    assert_eq!(top.function, "deflate", "{:?}", p.by_self);
+    assert!(top
+        .file
+        .as_deref()
+        .is_some_and(|f| f.ends_with("libz.so.1.2.13")));
+    assert!((85.0..=100.0).contains(&top.self_percent), "{top:?}");
+    let site = &p.call_sites[0];
+    assert_eq!(
+        (
+            site.function.as_str(),
+            site.line,
+            site.via,
+            site.library_function.as_str()
+        ),
+        ("GzipFile.write", Some(289), CallVia::Call, "deflate"),
+        "{:?}",
+        p.call_sites
+    );
+    assert!(site.file.ends_with("/gzip.py"), "{}", site.file);
+    assert!((85.0..=100.0).contains(&site.percent), "{site:?}");
+    // The native code under that line, summed: perf by shared object has libz at 96.2%.
+    let native = &p.native_calls[0];
+    assert_eq!(
+        (native.function.as_str(), native.line),
+        ("GzipFile.write", Some(289))
+    );
+    assert!((88.0..=100.0).contains(&native.percent), "{native:?}");
+    assert_eq!(native.functions[0].library, "libz.so.1.2.13");
+    // No C source of the interpreter is taken for the program's code.
+    assert!(
+        p.call_sites.iter().all(|c| c.file.ends_with(".py")),
+        "{:?}",
+        p.call_sites
+    );
 }
 
 #[test]

@@ -1,16 +1,21 @@
 //! What the program's own code spends through the calls it makes: the call of the user's
-//! that leads to a library hotspot, and the user's functions by inclusive time. Both come
-//! from one sampling run's stacks, which the rows cite.
+//! that leads to a library hotspot, the user's functions by inclusive time, and the user's
+//! lines that run native code. Each comes from one sampling run's stacks, which the rows cite.
 
 use crate::session::Session;
 use crate::tables::{cite_stacks, sampling_hz, shown_file};
 use system_profile_model::metrics::StackProfile;
-use system_profile_model::report::{Hotspot, InclusiveRow, ProgramCall};
+use system_profile_model::report::{Hotspot, InclusiveRow, NativeCall, ProgramCall};
 use system_profile_model::run::RunRecord;
 
 /// Inclusive rows shown: the program's functions holding at least this share of samples.
 const INCLUSIVE_ROWS: usize = 8;
 const INCLUSIVE_MIN_PERCENT: f64 = 5.0;
+
+/// Native calls shown: the program's lines whose native code holds at least this share of
+/// samples.
+const NATIVE_CALL_ROWS: usize = 5;
+const NATIVE_CALL_MIN_PERCENT: f64 = 5.0;
 
 /// Code of the user's, as the report shows a file (relative to the root when under it): not
 /// a path outside the root, and not a library's (a package, the standard library, an
@@ -123,5 +128,30 @@ pub(crate) fn inclusive(root: &std::path::Path, runs: &[StackRun]) -> Vec<Inclus
             })
         })
         .take(INCLUSIVE_ROWS)
+        .collect()
+}
+
+/// The user's lines whose calls ran native code, from the truest run that sampled native
+/// frames (a run without them has none: C time counts as the line's own there).
+pub(crate) fn native_calls(root: &std::path::Path, runs: &[StackRun]) -> Vec<NativeCall> {
+    let Some(&(run, stacks)) = runs.iter().find(|(_, s)| !s.native_calls.is_empty()) else {
+        return Vec::new();
+    };
+    stacks
+        .native_calls
+        .iter()
+        .filter(|c| c.percent >= NATIVE_CALL_MIN_PERCENT)
+        .filter_map(|c| {
+            let file = shown_file(root, &c.file);
+            user_code(&file).then(|| NativeCall {
+                function: c.function.clone(),
+                file,
+                line: c.line,
+                percent: c.percent,
+                functions: c.functions.clone(),
+                source: cite_stacks(run),
+            })
+        })
+        .take(NATIVE_CALL_ROWS)
         .collect()
 }

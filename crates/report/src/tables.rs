@@ -695,6 +695,7 @@ pub fn hotspots(root: &std::path::Path, session: &Session) -> Option<HotspotTabl
     (!merged.is_empty()).then_some(HotspotTable {
         rows: merged,
         inclusive: crate::call_paths::inclusive(root, &stack_runs),
+        native_calls: crate::call_paths::native_calls(root, &stack_runs),
         flame_graphs,
     })
 }

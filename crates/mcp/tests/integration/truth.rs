@@ -186,9 +186,18 @@ fn set_up(sc: &Value, scratch: &Path, started: &mut Started) -> String {
                 .unwrap(),
         );
     }
+    let words = sc["words"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w.as_str().map(str::to_string));
     match sc["target"].as_str() {
         Some(t) => t.replace("{pid}", &pid.to_string()),
-        None => subst(&sc["command"], port, pid).join(" "),
+        None => subst(&sc["command"], port, pid)
+            .into_iter()
+            .chain(words)
+            .collect::<Vec<_>>()
+            .join(" "),
     }
 }
 
@@ -269,6 +278,23 @@ fn judge(report: &Value, truth: &Value) -> Vec<String> {
             wrong.push(format!(
                 "`{lib}` is charged to {got:?}, the truth says {want}"
             ));
+        }
+    }
+    // The native code a line of the program's ran, summed over the C functions under it, in
+    // the band cProfile's own time of that C call gives.
+    for want in truth["native_calls"].as_array().into_iter().flatten() {
+        let row = report["hotspots"]["native_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["file"] == want["file"] && r["line"] == want["line"]);
+        let percent = row.and_then(|r| r["percent"].as_f64());
+        let (lo, hi) = (
+            want["min_percent"].as_f64().unwrap_or(0.0),
+            want["max_percent"].as_f64().unwrap_or(100.0),
+        );
+        if !percent.is_some_and(|p| (lo..=hi).contains(&p)) {
+            wrong.push(format!("native call {want}: the report has {percent:?}"));
         }
     }
     // The user's functions by inclusive time hold what cProfile's cumulative time says.
@@ -486,6 +512,7 @@ scenarios!(
     json_dumps,
     word_language_model,
     json_tool,
+    sqlite_synth_native,
 );
 
 #[test]

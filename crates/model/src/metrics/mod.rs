@@ -13,7 +13,7 @@ mod trace;
 
 pub use gpu::*;
 pub use interconnect::*;
-pub use own_code::{is_program_file, library_file};
+pub use own_code::{is_program_file, library_file, native_file};
 pub use trace::*;
 
 /// What `/usr/bin/time -v` reports for one command.
@@ -280,6 +280,10 @@ pub struct StackProfile {
     /// 50): absent where the stacks name no files (perf) or in records written before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub call_sites: Vec<CallSite>,
+    /// Native code on top of the stack by the program's call that ran it, most samples
+    /// first (at most 20): where the stacks have native frames (`py-spy --native`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub native_calls: Vec<NativeCallSite>,
     /// Samples per thread, most first (at most 50), where the stacks name their threads
     /// (py-spy `--threads`, which runs with `--gil` ask for): under `--gil` a thread's samples
     /// are the times it held the GIL.
@@ -329,6 +333,31 @@ pub struct CallSite {
     pub via: CallVia,
     pub samples: u64,
     /// Of all samples.
+    pub percent: f64,
+}
+
+/// Samples with native code (C, C++) on top, by the deepest frame of the program's own code
+/// beneath: one C call (`conn.execute(...)`) spreads over many C functions, so its cost is
+/// their sum, which the capped `call_sites` cannot give.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NativeCallSite {
+    pub function: String,
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    pub samples: u64,
+    /// Of all samples.
+    pub percent: f64,
+    /// The heaviest native functions on top, most first (at most 4).
+    pub functions: Vec<NativeFunction>,
+}
+
+/// A native function on top of the stack and its library (a shared object's name, or the C
+/// source debug information names), with its share of all samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NativeFunction {
+    pub function: String,
+    pub library: String,
     pub percent: f64,
 }
 

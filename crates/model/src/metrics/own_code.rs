@@ -2,13 +2,15 @@
 //! (the stacks' call sites, memray's sites, the report's rules).
 
 /// Code the program's author did not write: an installed package, the standard library
-/// (`…/lib/python3.11/…`), a frozen or generated module (`<frozen runpy>`, `<string>`), or a
-/// frame without a file (native code). Decided on the path alone, so it needs no root.
+/// (`…/lib/python3.11/…`), a frozen or generated module (`<frozen runpy>`, `<string>`), or
+/// native code (a frame without a file, a shared object, a C or C++ source as debug
+/// information names it). Decided on the path alone, so it needs no root.
 pub fn library_file(file: Option<&str>) -> bool {
     let Some(file) = file else {
         return true;
     };
     file.starts_with('<')
+        || native_file(file)
         || file.contains("/site-packages/")
         || file.contains("/dist-packages/")
         || standard_library(file)
@@ -24,6 +26,22 @@ fn entry_point_script(file: &str) -> bool {
             .parent()
             .and_then(|p| p.file_name())
             .is_some_and(|d| d == "bin")
+}
+
+/// Native code as `py-spy --native` and memray `--native` name it: a shared object
+/// (`libz.so.1.2.13`, `_json.cpython-311-x86_64-linux-gnu.so`) or a compiled language's
+/// source (`Objects/bytesobject.c`, `zlibmodule.c.h`). Counted as a library's even where the
+/// program's author wrote it: debug information names sources relative to wherever they were
+/// built, so a path cannot tell an extension of the program's from CPython's, and the
+/// program's Python line that calls it is the place the report can name.
+pub fn native_file(file: &str) -> bool {
+    const SOURCES: &[&str] = &[
+        ".c", ".h", ".cc", ".cpp", ".cxx", ".hh", ".hpp", ".hxx", ".inc", ".cu", ".cuh", ".rs",
+        ".S", ".s",
+    ];
+    let name = file.rsplit('/').next().unwrap_or(file);
+    let shared_object = name.ends_with(".so") || name.contains(".so.") || name.ends_with(".dylib");
+    shared_object || SOURCES.iter().any(|ext| name.ends_with(ext))
 }
 
 /// `…/lib/python3.11/…` (or `pypy3.10`): the interpreter's own library folder.
@@ -63,6 +81,13 @@ mod tests {
             "/opt/pypy/lib/pypy3.10/json/encoder.py",
             "<frozen runpy>",
             "/w/.venv/bin/gunicorn",
+            "libz.so.1.2.13",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "/w/.venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so",
+            "_json.cpython-311-x86_64-linux-gnu.so",
+            "Objects/bytesobject.c",
+            "zlibmodule.c.h",
+            "/build/src/kernel.cu",
         ] {
             assert!(library_file(Some(f)), "{f}");
         }
@@ -71,6 +96,8 @@ mod tests {
             "/home/me/lib/python_tools/x.py",
             "/home/me/lib/python3.11",
             "/srv/app/library.py",
+            "/srv/app/solver.pyx.py",
+            "/srv/app/social.py",
         ] {
             assert!(!library_file(Some(f)), "{f}");
         }

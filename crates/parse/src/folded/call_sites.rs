@@ -4,10 +4,15 @@
 //! theirs that calls it is.
 
 use std::collections::HashMap;
-use system_profile_model::metrics::{library_file, CallSite, CallVia};
+use system_profile_model::metrics::{
+    library_file, native_file, CallSite, CallVia, NativeCallSite, NativeFunction,
+};
 
 /// At most this many call sites are kept, most samples first.
 const CALL_SITES_KEPT: usize = 50;
+/// Native calls kept, and native functions named under each.
+const NATIVE_CALLS_KEPT: usize = 20;
+const NATIVE_FUNCTIONS_KEPT: usize = 4;
 
 /// A frame as `split_frame` reads it: function, file, line.
 pub(super) type Frame<'a> = (&'a str, Option<&'a str>, Option<u32>);
@@ -38,9 +43,11 @@ impl CallSites {
         let Some(top) = frames.last() else {
             return;
         };
+        // Under `--native` the interpreter's own C frames (`_start`, `Py_RunMain`) root the
+        // stack: the main module is the first Python frame past them.
         let main_file = frames
             .iter()
-            .find(|f| !bootstrap(f))
+            .find(|f| !bootstrap(f) && f.1.is_some_and(|file| !native_file(file)))
             .filter(|f| f.0 == "<module>")
             .and_then(|f| f.1)
             .filter(|f| !f.starts_with('<'));
@@ -66,8 +73,63 @@ impl CallSites {
             .or_default() += count;
     }
 
-    /// The call sites, most samples first, as shares of `total_samples`.
-    pub(super) fn finish(self, total_samples: u64) -> Vec<CallSite> {
+    /// The call sites, most samples first, as shares of `total_samples`; and the calls that
+    /// ran native code, each summed over the native functions on top.
+    pub(super) fn finish(self, total_samples: u64) -> (Vec<CallSite>, Vec<NativeCallSite>) {
+        let percent = |samples: u64| samples as f64 * 100.0 / total_samples.max(1) as f64;
+        let mut native: Vec<NativeCallSite> = Vec::new();
+        for ((function, file, line, library_function, library_file, importing), &samples) in
+            &self.by_site
+        {
+            let Some(library) = library_file
+                .as_deref()
+                .filter(|f| !importing && native_file(f))
+            else {
+                continue;
+            };
+            let at = match native
+                .iter()
+                .position(|n| (&n.function, &n.file, n.line) == (function, file, *line))
+            {
+                Some(at) => at,
+                None => {
+                    native.push(NativeCallSite {
+                        function: function.clone(),
+                        file: file.clone(),
+                        line: *line,
+                        samples: 0,
+                        percent: 0.0,
+                        functions: Vec::new(),
+                    });
+                    native.len() - 1
+                }
+            };
+            native[at].samples += samples;
+            native[at].functions.push(NativeFunction {
+                function: library_function.clone(),
+                library: library.rsplit('/').next().unwrap_or(library).to_string(),
+                percent: percent(samples),
+            });
+        }
+        for n in &mut native {
+            n.percent = percent(n.samples);
+            n.functions.sort_by(|a, b| {
+                b.percent
+                    .total_cmp(&a.percent)
+                    .then_with(|| (&a.function, &a.library).cmp(&(&b.function, &b.library)))
+            });
+            n.functions.truncate(NATIVE_FUNCTIONS_KEPT);
+        }
+        native.sort_by(|a, b| {
+            b.samples
+                .cmp(&a.samples)
+                .then_with(|| (&a.file, a.line, &a.function).cmp(&(&b.file, b.line, &b.function)))
+        });
+        native.truncate(NATIVE_CALLS_KEPT);
+        (self.call_sites(total_samples), native)
+    }
+
+    fn call_sites(self, total_samples: u64) -> Vec<CallSite> {
         let mut out: Vec<CallSite> = self
             .by_site
             .into_iter()
@@ -117,7 +179,7 @@ mod tests {
     fn site(frames: &[Frame], count: u64) -> Vec<CallSite> {
         let mut s = CallSites::default();
         s.add(frames, count);
-        s.finish(count)
+        s.finish(count).0
     }
 
     #[test]

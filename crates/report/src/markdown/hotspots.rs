@@ -1,9 +1,9 @@
 //! The hotspots section: functions by self time with the user's call that reaches library
-//! code, then the user's functions by inclusive time.
+//! code, then the user's functions by inclusive time and the native code their lines ran.
 
 use super::*;
 use system_profile_model::metrics::CallVia;
-use system_profile_model::report::InclusiveRow;
+use system_profile_model::report::{InclusiveRow, NativeCall};
 
 pub(super) fn hotspots(md: &mut String, report: &Report) {
     let lang = report.lang;
@@ -83,6 +83,7 @@ pub(super) fn hotspots(md: &mut String, report: &Report) {
         "自身: 関数がスタックの先頭にあったサンプルの割合。合計: スタックのどこかにあった割合。GPU カーネル: カーネル時間に占める割合。呼び出し元: ライブラリのコードについて、そのスタック上で最も深いあなたのコードのフレーム（変更すべき呼び出し）と、関数自身のサンプルのうちそこを経由した割合。\n\n",
     ));
     inclusive(md, lang, &t.inclusive);
+    native_calls(md, lang, &t.native_calls);
     for f in &t.flame_graphs {
         md.push_str(&format!(
             "- {} ({}): [{}]({})\n",
@@ -135,6 +136,54 @@ fn inclusive(md: &mut String, lang: Lang, rows: &[InclusiveRow]) {
                 ("Self", "自身"),
                 ("Total", "合計"),
                 ("Total time", "合計時間"),
+            ],
+        ),
+        &body,
+    );
+}
+
+/// The user's lines whose calls ran native code: the time a run without native frames counts
+/// as the line's own.
+fn native_calls(md: &mut String, lang: Lang, rows: &[NativeCall]) {
+    let Some(first) = rows.first() else {
+        return;
+    };
+    md.push_str(&tr(
+        lang,
+        format!(
+            "Native code your lines ran (C and C++ under the call, sampled with native frames), from {}:\n\n",
+            first.source.run_id
+        ),
+        format!(
+            "あなたの行が呼び出したネイティブコード（呼び出しの下の C/C++、ネイティブフレーム付きのサンプリング）、{} より:\n\n",
+            first.source.run_id
+        ),
+    ));
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let functions: Vec<String> = r
+                .functions
+                .iter()
+                .map(|f| format!("{} ({}) {}", code(&f.function), f.library, pct(f.percent)))
+                .collect();
+            vec![
+                code(&r.function),
+                code(&crate::fmt::at(&r.file, r.line)),
+                pct(r.percent),
+                functions.join(", "),
+            ]
+        })
+        .collect();
+    table(
+        md,
+        &heads(
+            lang,
+            &[
+                ("Function", "関数"),
+                ("Where", "場所"),
+                ("Native", "ネイティブ"),
+                ("Heaviest native functions", "重いネイティブ関数"),
             ],
         ),
         &body,

@@ -2,12 +2,16 @@
 
 use super::*;
 use crate::fmt::{num, pct, secs, tr};
-use system_profile_model::metrics::CallVia;
+use system_profile_model::metrics::{native_file, CallVia};
 use system_profile_model::report::{Confidence, CoverageScope, CpuRow, Hotspot, ProgramCall};
 use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::{RunRecord, RunTarget};
 
 pub(super) use crate::call_paths::user_code;
+
+/// cProfile's own time of a function at least this share of the sampled self time: the time
+/// is the function's Python, not C functions it calls (cProfile times those apart).
+const CPROFILE_AGREES_SHARE: f64 = 0.7;
 
 pub(super) fn hot_python_function(inputs: &Inputs) -> Vec<Draft> {
     let lang = inputs.lang;
@@ -134,6 +138,33 @@ pub(super) fn hot_python_function(inputs: &Inputs) -> Vec<Draft> {
             ),
             None => String::new(),
         };
+        // Sampled without native frames, a C call's time (a database driver, compression)
+        // is the line's own: the advice may be about Python that barely runs. cProfile times
+        // each C function apart, so its own time agreeing settles it.
+        let cprofile_agrees = h.evidence.iter().any(|e| {
+            e.tool == "cprofile"
+                && e.self_percent
+                    .is_some_and(|p| p >= CPROFILE_AGREES_SHARE * h.self_percent)
+        });
+        let without_native = !cprofile_agrees
+            && run
+                .filter(|r| r.stacks_method() == system_profile_model::run::Method::PySpyRecord)
+                .and_then(|r| r.metrics.stacks.as_ref())
+                .is_some_and(|s| {
+                    !s.by_total
+                        .iter()
+                        .any(|f| f.file.as_deref().is_some_and(native_file))
+                });
+        let line_note = if without_native {
+            line_note
+                + &tr(
+                    lang,
+                    " The samples had no native frames: time in a C extension this code calls (a database driver, compression, a parser) counts as its own here; name `native` in the target to tell them apart.",
+                    " サンプルにネイティブフレームがない: このコードが呼ぶ C 拡張（データベースドライバ、圧縮、パーサ）の時間もここでは自身の時間に数えられる。区別するにはターゲットに `native` を付ける。",
+                )
+        } else {
+            line_note
+        };
         out.push(Draft {
             title: tr(
                 lang,
@@ -180,11 +211,9 @@ pub(super) fn hot_library_call(inputs: &Inputs) -> Vec<Draft> {
     };
     // (call, its rows' self percent reached through it, each row's share).
     let mut calls: Vec<(&ProgramCall, Vec<(&Hotspot, f64)>)> = Vec::new();
-    for h in table
-        .rows
-        .iter()
-        .filter(|h| h.kind == "python" || h.kind == "native")
-    {
+    // Native rows reached from the program are `hot_native_call`'s: summed by the call, as
+    // one C call spreads over many C functions.
+    for h in table.rows.iter().filter(|h| h.kind == "python") {
         let Some(c) = h.called_from.as_ref().filter(|c| c.via == CallVia::Call) else {
             continue;
         };

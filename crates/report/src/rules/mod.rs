@@ -90,6 +90,7 @@ mod cpu;
 mod gil;
 mod gpu;
 mod memory;
+mod native;
 mod ranks;
 mod switches;
 mod torch;
@@ -99,6 +100,7 @@ use cpu::*;
 use gil::*;
 use gpu::*;
 use memory::*;
+use native::*;
 use ranks::*;
 use switches::*;
 use torch::*;
@@ -200,6 +202,11 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "hot_library_call",
         check: hot_library_call,
+        about: About::Program,
+    },
+    Rule {
+        id: "hot_native_call",
+        check: hot_native_call,
         about: About::Program,
     },
     Rule {

@@ -103,17 +103,6 @@ fn inclusive(md: &mut String, lang: Lang, rows: &[InclusiveRow]) {
     let Some(first) = rows.first() else {
         return;
     };
-    md.push_str(&tr(
-        lang,
-        format!(
-            "Your functions by inclusive time (their own code and all they call), from {}:\n\n",
-            first.source.run_id
-        ),
-        format!(
-            "あなたの関数の包含時間（自身のコードと呼び出し先すべて）、{} より:\n\n",
-            first.source.run_id
-        ),
-    ));
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -126,18 +115,21 @@ fn inclusive(md: &mut String, lang: Lang, rows: &[InclusiveRow]) {
             ]
         })
         .collect();
-    table(
+    from_one_run(
         md,
-        &heads(
-            lang,
-            &[
-                ("Function", "関数"),
-                ("Where", "場所"),
-                ("Self", "自身"),
-                ("Total", "合計"),
-                ("Total time", "合計時間"),
-            ],
+        lang,
+        (
+            "Your functions by inclusive time (their own code and all they call)",
+            "あなたの関数の包含時間（自身のコードと呼び出し先すべて）",
         ),
+        &first.source.run_id,
+        &[
+            ("Function", "関数"),
+            ("Where", "場所"),
+            ("Self", "自身"),
+            ("Total", "合計"),
+            ("Total time", "合計時間"),
+        ],
         &body,
     );
 }
@@ -148,17 +140,6 @@ fn native_calls(md: &mut String, lang: Lang, rows: &[NativeCall]) {
     let Some(first) = rows.first() else {
         return;
     };
-    md.push_str(&tr(
-        lang,
-        format!(
-            "Native code your lines ran (C and C++ under the call, sampled with native frames), from {}:\n\n",
-            first.source.run_id
-        ),
-        format!(
-            "あなたの行が呼び出したネイティブコード（呼び出しの下の C/C++、ネイティブフレーム付きのサンプリング）、{} より:\n\n",
-            first.source.run_id
-        ),
-    ));
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -175,17 +156,38 @@ fn native_calls(md: &mut String, lang: Lang, rows: &[NativeCall]) {
             ]
         })
         .collect();
-    table(
+    from_one_run(
         md,
-        &heads(
-            lang,
-            &[
-                ("Function", "関数"),
-                ("Where", "場所"),
-                ("Native", "ネイティブ"),
-                ("Heaviest native functions", "重いネイティブ関数"),
-            ],
+        lang,
+        (
+            "Native code your lines ran (C and C++ under the call, sampled with native frames)",
+            "あなたの行が呼び出したネイティブコード（呼び出しの下の C/C++、ネイティブフレーム付きのサンプリング）",
         ),
+        &first.source.run_id,
+        &[
+            ("Function", "関数"),
+            ("Where", "場所"),
+            ("Native", "ネイティブ"),
+            ("Heaviest native functions", "重いネイティブ関数"),
+        ],
         &body,
     );
+}
+
+/// A table whose rows all come from one run: a sentence saying what it lists and from which
+/// run, then the table.
+fn from_one_run(
+    md: &mut String,
+    lang: Lang,
+    (what_en, what_ja): (&str, &str),
+    run_id: &str,
+    head: &[(&str, &str)],
+    body: &[Vec<String>],
+) {
+    md.push_str(&tr(
+        lang,
+        format!("{what_en}, from {run_id}:\n\n"),
+        format!("{what_ja}、{run_id} より:\n\n"),
+    ));
+    table(md, &heads(lang, head), body);
 }

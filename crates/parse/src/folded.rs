@@ -41,7 +41,7 @@ pub fn split_frame(frame: &str) -> (&str, Option<&str>, Option<u32>) {
 
 /// The name an unsymbolized native frame takes where no named frame of its library lies
 /// beneath it.
-pub const UNSYMBOLIZED: &str = "[unsymbolized]";
+const UNSYMBOLIZED: &str = "[unsymbolized]";
 
 /// `py-spy --native` names a stripped library's static functions by address
 /// (`0x7f692bdd8485 (libz.so.1.2.13)`), one row per instruction: zlib's time came out as a

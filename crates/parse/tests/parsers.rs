@@ -310,6 +310,11 @@ fn native_frames_sum_into_their_library_function_and_reach_the_programs_line() {
     );
     assert!((88.0..=100.0).contains(&native.percent), "{native:?}");
     assert_eq!(native.functions[0].library, "libz.so.1.2.13");
+    // A run with native frames says so; py-spy's default record of a Python loop has none.
+    assert!(p.has_native_frames());
+    let python_only =
+        system_profile_parse::folded::parse(&fixture("folded", "py-spy-raw-python-hot-loop")).value;
+    assert!(!python_only.has_native_frames());
     // No C source of the interpreter is taken for the program's code.
     assert!(
         p.call_sites.iter().all(|c| c.file.ends_with(".py")),

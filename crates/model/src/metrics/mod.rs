@@ -295,6 +295,16 @@ pub struct StackProfile {
     pub gil_holders_only: bool,
 }
 
+impl StackProfile {
+    /// Whether the sampler unwound native frames (`py-spy --native`, perf): any frame in a
+    /// shared object or a C source. Without them a C call's time is its Python caller's own.
+    pub fn has_native_frames(&self) -> bool {
+        self.by_total
+            .iter()
+            .any(|f| f.file.as_deref().is_some_and(native_file))
+    }
+}
+
 /// One thread's samples: `thread` as py-spy names it (`thread (27296): Thread-1 (work)`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ThreadSamples {

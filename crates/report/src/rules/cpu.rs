@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::fmt::{num, pct, secs, tr};
-use system_profile_model::metrics::{native_file, CallVia};
+use system_profile_model::metrics::CallVia;
 use system_profile_model::report::{Confidence, CoverageScope, CpuRow, Hotspot, ProgramCall};
 use system_profile_model::run::ArtifactKind;
 use system_profile_model::run::{RunRecord, RunTarget};
@@ -150,11 +150,7 @@ pub(super) fn hot_python_function(inputs: &Inputs) -> Vec<Draft> {
             && run
                 .filter(|r| r.stacks_method() == system_profile_model::run::Method::PySpyRecord)
                 .and_then(|r| r.metrics.stacks.as_ref())
-                .is_some_and(|s| {
-                    !s.by_total
-                        .iter()
-                        .any(|f| f.file.as_deref().is_some_and(native_file))
-                });
+                .is_some_and(|s| !s.has_native_frames());
         let line_note = if without_native {
             line_note
                 + &tr(

@@ -19,7 +19,8 @@ The methods are independent of the one under test:
   in the profiled process by torch (`torch_table` in the scenario), over the whole run and over
   training steps 5-7 (torch's schedule stepped by torch's optimizer hook).
 - A clock around the functions that make the program's phases (`phases`), tracemalloc's
-  snapshot when one of them is first called (`live_at`), memray's own `stats` (`memray_stats`).
+  snapshot when one of them is first called (`live_at`), memray's own `stats` (`memray_stats`),
+  and every allocation counted by the allocator hooks in their exact mode (`exact_allocations`).
 - The kernel's own sampler by shared object (`perf record -e cpu-clock`, `perf_by_library`).
 - A/B runs: the program with an environment setting (`ab_env`), or with one change to its
   source that a recommendation suggests (`ab_source`, in a copy), interleaved, `time -v`.
@@ -356,8 +357,71 @@ def memray_stats(argv, cwd):
     if not stats.exists():
         return None
     d = json.loads(stats.read_text())
+    top = d["top_allocations_by_size"][:3]
     return {"total_bytes_allocated": d["total_bytes_allocated"], "peak_bytes": d["metadata"]["peak_memory"],
-            "top_allocations_by_size": d["top_allocations_by_size"][:3]}
+            "top_allocations_by_size": top,
+            "top_site_blocks": memray_top_site_blocks(binary, top[0]["location"]) if top else None}
+
+
+def memray_top_site_blocks(binary, location):
+    """The blocks memray recorded at `location` (`function:file:line`, its stats' form), by size:
+    on Python 3.11 its profile hook makes a frame object for each generator resumption it
+    sees, and records it as the program's (json.tool's `dump`: 72-byte blocks)."""
+    import memray
+    by_size = Counter()
+    for rec in memray.FileReader(str(binary)).get_allocation_records():
+        top = rec.stack_trace(max_stacks=1)
+        if top and f"{top[0][0]}:{top[0][1]}:{top[0][2]}" == location:
+            by_size[rec.size] += rec.n_allocations
+    return {"bytes": sum(s * n for s, n in by_size.items()),
+            "largest_counts_by_block_size": [[s, n] for s, n in by_size.most_common(3)]}
+
+
+SAMPLER = ROOT / "crates/runner/src/methods/py/sp_allocsample.c"
+
+
+def exact_allocations(argv, cwd, n=5):
+    """Every allocation through CPython's allocators, by the innermost frame that made it:
+    system-profile's allocation sampler built apart and run in its exact mode (every allocation
+    written, nothing estimated; its records streamed through a pipe and summed here), against
+    which its sampled estimates are judged. memray's own count at the top site, less the blocks
+    its profile hook makes, is the cross-check (`memray_stats`)."""
+    import sysconfig
+    build = cwd / "exact-sampler"
+    build.mkdir(exist_ok=True)
+    info = subprocess.run([argv[0], "-c", "import sysconfig;print(sysconfig.get_paths()['include']);"
+                           "print(sysconfig.get_config_var('EXT_SUFFIX'))"], capture_output=True, text=True)
+    include, suffix = info.stdout.split()
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", f"-I{include}", str(SAMPLER), "-o",
+                    str(build / f"sp_allocsample{suffix}"), "-lm"], check=True)
+    fifo = cwd / "exact.fifo"
+    os.mkfifo(fifo)
+    runner = ("import sys, runpy; sys.path.insert(0, sys.argv[1]); import sp_allocsample as s; out = sys.argv[2];"
+              "t = sys.argv[3:]; s.start(out, 1)\n"
+              "try:\n    sys.argv = t[1:] if t[0] == '-m' else t\n"
+              "    runpy.run_module(t[1], run_name='__main__', alter_sys=True) if t[0] == '-m' else "
+              "runpy.run_path(t[0], run_name='__main__')\nfinally:\n    s.stop()")
+    p = subprocess.Popen([argv[0], "-c", runner, str(build), str(fifo)] + argv[1:], cwd=cwd,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    codes, sums, totals = {}, Counter(), None
+    counts = Counter()
+    with open(fifo) as f:
+        for line in f:
+            if line.startswith("A "):
+                parts = line.split(" ", 5)
+                top = parts[4].split(":") if len(parts) > 4 else None
+                key = f"{codes[top[0]]}:{top[1].strip()}" if top else "[no Python frame]"
+                sums[key] += int(parts[3])
+                counts[key] += 1
+            elif line.startswith("C "):
+                _, cid, rest = line.rstrip("\n").split(" ", 2)
+                name, file = rest.split("\t")
+                codes[cid] = f"{name}:{file}"
+            elif line.startswith("T "):
+                totals = [int(v) for v in line.split()[1:]]
+    p.wait()
+    return {"total_allocations": totals[0], "total_bytes_allocated": totals[1],
+            "top_by_size": [[k, b, counts[k]] for k, b in sums.most_common(n)]}
 
 
 def scalene_top(argv, cwd, n=3):
@@ -380,7 +444,9 @@ def scalene_top(argv, cwd, n=3):
 
 ONLY = {"torch_key_averages": lambda argv, cwd, sc: torch_key_averages(argv, cwd),
         "torch_key_averages_steps_5_7": lambda argv, cwd, sc: torch_key_averages(argv, cwd, TORCH_TABLE_STEPS),
-        "ab": lambda argv, cwd, sc: ab_runs(argv, cwd, sc["ab_env"])}
+        "ab": lambda argv, cwd, sc: ab_runs(argv, cwd, sc["ab_env"]),
+        "exact_allocations": lambda argv, cwd, sc: exact_allocations(argv, cwd),
+        "memray_stats": lambda argv, cwd, sc: memray_stats(argv, cwd)}
 
 
 def establish_one(name, key):
@@ -464,6 +530,8 @@ def establish(name):
                 observed["tracemalloc_live_at"] = tracemalloc_live_at(argv, scratch, sc["live_at"])
             if sc.get("memray_stats"):
                 observed["memray_stats"] = memray_stats(argv, scratch)
+            if sc.get("exact_allocations"):
+                observed["exact_allocations"] = exact_allocations(argv, scratch)
     finally:
         for p in reversed(started):
             p.kill()

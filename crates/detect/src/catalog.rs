@@ -86,6 +86,7 @@ const CATALOG: &[ToolSpec] = &[
     module!("tracemalloc", "tracemalloc", Memory, "tracemalloc", None, "part of CPython's standard library; use a full CPython build"),
     module!("memory_profiler", "memory_profiler", Memory, "memory_profiler", Some("memory_profiler"), "pip install memory_profiler"),
     module!("memray", "memray", Memory, "memray", Some("memray"), "pip install memray"),
+    program!("cc", "C compiler (cc), for the allocation sampler", Memory, "cc", V, "apt-get install gcc (the allocation sampler is built for the target's interpreter, which needs its headers: python3-dev, or any pyenv or python.org build)"),
     program!("heaptrack", "heaptrack", Memory, "heaptrack", V, "apt-get install heaptrack"),
     // GPU
     program!("nvidia_smi", "nvidia-smi", Gpu, "nvidia-smi", &["--version"], "install the NVIDIA driver (nvidia-smi ships with it)"),

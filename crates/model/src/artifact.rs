@@ -59,6 +59,9 @@ pub enum ArtifactKind {
     // `memray transform csv --leaks`: the allocations not freed when tracking stopped (asked
     // for with `leaks`), with their stacks.
     MemrayLeaksCsv,
+    // The allocation sampler's records: the code objects, the sampled allocations with their
+    // stacks, the sampled blocks' frees, the exact totals.
+    AllocSamples,
     // What the observers on every node of a cluster job saw, gathered.
     NodesJson,
     // tracemalloc's snapshot summary as JSON.

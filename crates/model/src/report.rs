@@ -217,6 +217,15 @@ pub struct AllocationSiteRow {
     /// `function (file:line)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// `bytes` and `count` are estimates from one allocation sampled in about this many
+    /// bytes (the allocation sampler); absent, they are counts of every allocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_every_bytes: Option<u64>,
+    /// The first and last of a training's steps the profile tracked, when it tracked a window
+    /// of them (`options.schedule`) rather than the run: the peak and the bytes allocated are
+    /// those steps'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_steps: Option<[u32; 2]>,
 }
 
 /// What an allocation site's bytes count.

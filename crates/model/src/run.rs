@@ -44,6 +44,9 @@ pub enum Method {
     Tracemalloc,
     /// `memray run` + `memray stats --json`: peak, top allocators, flame graph HTML.
     Memray,
+    /// Our allocation sampler (a C extension built for the target's interpreter): every Python
+    /// allocation counted, one in about every 256 KiB written with its stack.
+    AllocSample,
     /// memory_profiler on one function: per-line increments.
     MemoryProfiler,
     /// Our own NVML sampler: SM and memory utilisation, memory, PCIe/NVLink throughput, power.
@@ -426,10 +429,14 @@ const SPECS: &[MethodSpec] = &[
         families: &[F::CpuMemory, F::AllocationSites], overhead: High,
         "every Python allocation of the script's own code is traced (its leading imports are not): 1.9x for memory_hog.py, 20x for the allocation-heavy cpu_hotspot.py (bench/tracemalloc_cost.py)",
         artifacts: [(TracemallocJson, "tracemalloc.json")], metrics: &["current_bytes", "peak_bytes", "top_sites_by_size", "top_sites_by_count"]),
-    spec!(Memray, tool: Some("memray"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [Native, Leaks, Temporal, PythonAllocators, ShortLived],
+    spec!(Memray, tool: Some("memray"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [Native, Leaks, Temporal, PythonAllocators, ShortLived, Schedule],
         families: &[F::CpuMemory, F::AllocationSites], overhead: High,
         "every allocation is recorded, pymalloc's too unless `python_allocators: false`: raytrace (pyperformance) ran 5.2x its time (capture 8.5 MB for 5 s), 3.1x with arenas only (bench/scalene_memory_vs_memray.py)",
         artifacts: [(MemrayBin, "memray.bin"), (MemrayStatsJson, "memray-stats.json"), (MemrayFlamegraphHtml, "memray-flamegraph.html"), (MemrayPeakCsv, "memray-peak.csv"), (MemrayShortLivedCsv, "memray-short-lived.csv"), (MemrayLeaksCsv, "memray-leaks.csv")], metrics: &["peak_bytes", "total_allocations", "top_allocations_by_size", "top_allocations_by_count", "allocator_distribution", "at_peak", "short_lived_large", "not_freed"]),
+    spec!(AllocSample, tool: Some("cc"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: false, options: [Leaks],
+        families: &[F::CpuMemory, F::AllocationSites], overhead: Low,
+        "every allocation through CPython's allocators is counted, one in about every 256 KiB recorded with its stack: json.tool ran 1.1x its time (bench/pipeline_wall.py); allocations that bypass CPython's allocators (numpy's and torch's buffers) are not seen",
+        artifacts: [(AllocSamples, "alloc-samples.txt")], metrics: &["peak_bytes", "total_allocations", "total_bytes_allocated", "top_allocations_by_size", "at_peak", "short_lived_large", "not_freed"]),
     spec!(MemoryProfiler, tool: Some("memory_profiler"), modes: &[Launch], python_only: true, gpu: false, torch: false, function: true, options: [Function],
         families: &[F::CpuMemory, F::AllocationSites], overhead: High,
         "10x or more inside the profiled function: RSS read on every line",

@@ -3,6 +3,7 @@
 //! text and returns the value it could build plus diagnostics: no parser panics or fails on
 //! messy input, and none does IO.
 
+pub mod alloc_samples;
 pub mod cprofile_json;
 pub mod folded;
 pub mod instrument_log;

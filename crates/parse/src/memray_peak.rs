@@ -10,10 +10,11 @@ use system_profile_model::{Diag, Parsed};
 /// Sites kept, largest first.
 pub const SITES: usize = 20;
 
-struct Frame<'a> {
-    function: &'a str,
-    file: &'a str,
-    line: Option<u32>,
+/// One frame of an allocation's stack.
+pub(crate) struct Frame<'a> {
+    pub function: &'a str,
+    pub file: &'a str,
+    pub line: Option<u32>,
 }
 
 fn frame(text: &str) -> Option<Frame<'_>> {
@@ -59,7 +60,7 @@ pub fn parse_reader(
     min_bytes_per_allocation: u64,
 ) -> Parsed<Vec<PeakSite>> {
     let mut diagnostics = Vec::new();
-    let mut sums: HashMap<(String, String, Option<u32>), Sum> = HashMap::new();
+    let mut sums = SiteSums::default();
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(true)
@@ -99,9 +100,36 @@ pub fn parse_reader(
             .split('|')
             .filter_map(frame)
             .collect();
-        let Some(innermost) = frames.first() else {
+        if !sums.add(&frames, size, allocations, &own) {
             diagnostics.push(Diag::at(line_no, "row without a stack"));
-            continue;
+        }
+    }
+    let sites = sums.finish();
+    Parsed {
+        value: sites,
+        diagnostics,
+    }
+}
+
+/// Allocations summed by the program's own line that led to each: the innermost frame `own`
+/// accepts, else the innermost frame; with the library frame that made most of a site's bytes
+/// (`via`) and what imports made.
+#[derive(Default)]
+pub(crate) struct SiteSums {
+    sums: HashMap<(String, String, Option<u32>), Sum>,
+}
+
+impl SiteSums {
+    /// Add `bytes` in `allocations` made at `frames` (innermost first); false for no frames.
+    pub fn add(
+        &mut self,
+        frames: &[Frame],
+        bytes: u64,
+        allocations: u64,
+        own: impl Fn(&str) -> bool,
+    ) -> bool {
+        let Some(innermost) = frames.first() else {
+            return false;
         };
         let at = frames.iter().position(|f| own(f.file)).unwrap_or(0);
         let site = &frames[at];
@@ -109,45 +137,49 @@ pub fn parse_reader(
         let imported = frames[..at]
             .iter()
             .any(|f| f.file.starts_with("<frozen importlib"));
-        let sum = sums
+        let sum = self
+            .sums
             .entry((site.function.to_string(), site.file.to_string(), site.line))
             .or_default();
-        sum.live_bytes += size;
+        sum.live_bytes += bytes;
         sum.allocations += allocations;
         if imported {
-            sum.imported_bytes += size;
+            sum.imported_bytes += bytes;
         }
-        if !own(innermost.file) && !std::ptr::eq(site, innermost) {
+        if !own(innermost.file) && at != 0 {
             let line = innermost.line.map(|l| format!(":{l}")).unwrap_or_default();
             *sum.via
                 .entry(format!("{} ({}{line})", innermost.function, innermost.file))
-                .or_default() += size;
+                .or_default() += bytes;
         }
+        true
     }
-    let mut sites: Vec<PeakSite> = sums
-        .into_iter()
-        .map(|((function, file, line), sum)| PeakSite {
-            function,
-            file,
-            line,
-            live_bytes: sum.live_bytes,
-            allocations: sum.allocations,
-            imported_bytes: sum.imported_bytes,
-            via: sum
-                .via
-                .into_iter()
-                .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
-                .map(|(frame, _)| frame),
-        })
-        .collect();
-    sites.sort_by(|a, b| {
-        b.live_bytes
-            .cmp(&a.live_bytes)
-            .then_with(|| (&a.file, a.line).cmp(&(&b.file, b.line)))
-    });
-    sites.truncate(SITES);
-    Parsed {
-        value: sites,
-        diagnostics,
+
+    /// The `SITES` largest, largest first.
+    pub fn finish(self) -> Vec<PeakSite> {
+        let mut sites: Vec<PeakSite> = self
+            .sums
+            .into_iter()
+            .map(|((function, file, line), sum)| PeakSite {
+                function,
+                file,
+                line,
+                live_bytes: sum.live_bytes,
+                allocations: sum.allocations,
+                imported_bytes: sum.imported_bytes,
+                via: sum
+                    .via
+                    .into_iter()
+                    .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
+                    .map(|(frame, _)| frame),
+            })
+            .collect();
+        sites.sort_by(|a, b| {
+            b.live_bytes
+                .cmp(&a.live_bytes)
+                .then_with(|| (&a.file, a.line).cmp(&(&b.file, b.line)))
+        });
+        sites.truncate(SITES);
+        sites
     }
 }

@@ -92,6 +92,7 @@ pub fn parse(input: &str) -> Parsed<AllocationProfile> {
                 python_allocator: raw.metadata.python_allocator,
                 native_traces: raw.metadata.has_native_traces,
                 traces_python_allocators: raw.metadata.trace_python_allocators,
+                sampled_every_bytes: None,
                 // From `memray transform csv` (`memray_peak`), read beside.
                 at_peak: Vec::new(),
                 short_lived_large: Vec::new(),

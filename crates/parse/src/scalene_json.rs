@@ -262,6 +262,7 @@ pub fn allocations(p: &LineUsageProfile) -> Option<AllocationProfile> {
         // Sampled net growth (one sample about every MB): on six pyperformance bodies its top
         // line never was the top line of every allocation counted (BENCHMARKS.md).
         traces_python_allocators: false,
+        sampled_every_bytes: None,
         // Scalene's per-line peak is the footprint reached while the line ran, not what the
         // line holds (float: two lines each "peak" at the whole 15.3 MiB; BENCHMARKS.md).
         at_peak: Vec::new(),

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use system_profile_model::topology::{LinkKind, TopoDeviceKind};
 use system_profile_parse::nvidia_smi_topo;
 
+#[path = "parsers/alloc_samples.rs"]
+mod alloc_samples;
 #[path = "parsers/kineto.rs"]
 mod kineto;
 #[path = "parsers/mutated.rs"]

@@ -7,7 +7,7 @@
 use crate::fmt::{bytes, num, pct, tr};
 use crate::session::Session;
 use crate::tables::{cite, measured, shown_file};
-use system_profile_model::report::{AllocationSiteRow, Report, SiteMeasure};
+use system_profile_model::report::{AllocationSiteRow, Lang, Report, SiteMeasure};
 use system_profile_model::run::ArtifactKind;
 
 /// Sites per run: enough to see the shape, few enough to read.
@@ -21,6 +21,7 @@ fn ours(file: &str) -> bool {
 pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<AllocationSiteRow> {
     let mut rows = Vec::new();
     for run in session.runs.iter().filter(|r| measured(r)) {
+        let over_steps = crate::tables::tracked_steps(run);
         if let Some(p) = &run.metrics.python_memory {
             for s in p
                 .peak_sites_by_size
@@ -41,6 +42,8 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
                         .then(|| s.size_bytes as f64 / p.peak_bytes as f64 * 100.0),
                     measure: SiteMeasure::LiveAtPeak,
                     via: None,
+                    sampled_every_bytes: None,
+                    over_steps,
                 });
             }
         }
@@ -64,6 +67,8 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
                         .then(|| t.live_bytes as f64 / a.peak_bytes as f64 * 100.0),
                     measure: SiteMeasure::LiveAtPeak,
                     via: t.via.clone(),
+                    sampled_every_bytes: a.sampled_every_bytes,
+                    over_steps,
                 });
             }
             for t in a
@@ -88,6 +93,8 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
                         .then(|| size as f64 / a.total_bytes_allocated as f64 * 100.0),
                     measure: SiteMeasure::AllocatedOverRun,
                     via: None,
+                    sampled_every_bytes: a.sampled_every_bytes,
+                    over_steps,
                 });
             }
             // The program's lines that made large short-lived buffers (of all bytes allocated)
@@ -127,7 +134,7 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
                 {
                     rows.push(AllocationSiteRow {
                         run_id: run.run_id.clone(),
-                        source: cite(run, artifact),
+                        source: crate::tables::cite_allocation_view(run, artifact),
                         tool: run.profiler.id(),
                         function: Some(function.clone()),
                         file: shown_file(root, file),
@@ -138,6 +145,8 @@ pub fn allocation_sites(root: &std::path::Path, session: &Session) -> Vec<Alloca
                             .then(|| bytes as f64 / of_bytes as f64 * 100.0),
                         measure,
                         via: via.clone(),
+                        sampled_every_bytes: a.sampled_every_bytes,
+                        over_steps,
                     });
                 }
             }
@@ -179,6 +188,14 @@ pub fn heap_share_sentence(report: &Report) -> Option<String> {
     };
     let (heap, held) = match by("tracemalloc.json") {
         Some(h) => (h, tr(lang, "the Python heap", "Python ヒープ")),
+        None if by("alloc-samples.txt").is_some() => (
+            by("alloc-samples.txt")?,
+            tr(
+                lang,
+                "the Python heap (estimated from samples)",
+                "Python ヒープ（サンプルからの推定）",
+            ),
+        ),
         None => (
             by("memray-stats.json")?,
             tr(lang, "all allocations memray saw", "memray が見た全確保"),
@@ -282,32 +299,81 @@ pub fn render(md: &mut String, report: &Report) {
             ),
             None => at,
         };
-        let counts = match r.measure {
-            SiteMeasure::LiveAtPeak => tr(lang, "live at the peak", "ピーク時に生存"),
-            SiteMeasure::AllocatedOverRun => tr(lang, "allocated over the run", "実行中の確保量"),
-            SiteMeasure::ShortLivedLarge => tr(
-                lang,
-                "large buffers made and freed (≥ 128 KiB each)",
-                "確保してすぐ解放した大きなバッファ（各 128 KiB 以上）",
-            ),
-            SiteMeasure::NotFreedAtExit => tr(lang, "not freed at exit", "終了時に未解放"),
-        };
+        let counts = counts(lang, r.measure, r.over_steps);
         md.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} |\n",
             r.run_id,
             r.tool,
             at,
             counts,
-            bytes(r.bytes),
+            match r.sampled_every_bytes {
+                Some(_) => format!("≈ {}", bytes(r.bytes)),
+                None => bytes(r.bytes),
+            },
             r.count.map(num).unwrap_or_else(|| "—".into()),
             r.share_percent.map(pct).unwrap_or_else(|| "—".into()),
         ));
     }
     md.push_str(&tr(
         lang,
-        "\nLive at the peak: bytes still held when memory peaked, and their share of the peak: what holding memory costs (memray counts a library call's allocations at the program's line that called it, the library's frame after \"via\"; tracemalloc at the line that made them). Allocated over the run: bytes made there whether freed or not, and their share of all bytes allocated: churn, which costs time. Not freed at exit (asked for with `leaks`): still allocated when tracking stopped, and their share of the peak.\n\n",
-        "\nピーク時に生存: メモリがピークに達した時点でまだ保持されていたバイトとピークに対する比率。保持のコスト（memray はライブラリ呼び出しの確保を呼び出したプログラムの行に数え、\"経由\" の後にライブラリの箇所を示す。tracemalloc は確保した行に数える）。実行中の確保量: 解放の有無にかかわらずそこで確保したバイトと全確保量に対する比率。チャーン（時間のコスト）。終了時に未解放（`leaks` 指定時）: 計測終了時にまだ確保されていたバイトとピークに対する比率。\n\n",
+        "\nLive at the peak: bytes still held when memory peaked, and their share of the peak: what holding memory costs (memray and the allocation sampler count a library call's allocations at the program's line that called it, the library's frame after \"via\"; tracemalloc at the line that made them). Allocated over the run: bytes made there whether freed or not, and their share of all bytes allocated: churn, which costs time. Not freed at exit (asked for with `leaks`): still allocated when tracking stopped, and their share of the peak.\n\n",
+        "\nピーク時に生存: メモリがピークに達した時点でまだ保持されていたバイトとピークに対する比率。保持のコスト（memray とアロケーション・サンプラーはライブラリ呼び出しの確保を呼び出したプログラムの行に数え、\"経由\" の後にライブラリの箇所を示す。tracemalloc は確保した行に数える）。実行中の確保量: 解放の有無にかかわらずそこで確保したバイトと全確保量に対する比率。チャーン（時間のコスト）。終了時に未解放（`leaks` 指定時）: 計測終了時にまだ確保されていたバイトとピークに対する比率。\n\n",
     ));
+    if let Some([first, last]) = report.allocation_sites.iter().find_map(|r| r.over_steps) {
+        md.push_str(&tr(
+            lang,
+            format!("Steps {first}-{last}: the allocation profiler tracked only that window of the training's steps, not its start-up or the rest of the run: the peak, the bytes allocated and the buffers made are those steps', and a training's steps repeat, so they are what each step costs.\n\n"),
+            format!("ステップ {first}-{last}: メモリ確保プロファイラはトレーニングのこの範囲のステップだけを追跡し、起動や残りの実行は追跡していない。ピーク、確保量、バッファはこれらのステップのもの。ステップは繰り返すので、1 ステップあたりのコストを表す。\n\n"),
+        ));
+    }
+    if let Some(every) = report
+        .allocation_sites
+        .iter()
+        .find_map(|r| r.sampled_every_bytes)
+    {
+        md.push_str(&tr(
+            lang,
+            format!("≈: estimated from the allocation sampler's records, one allocation in about {} written with its stack and counted for the bytes around it (a site holding 10 MB is about {} samples, so within a few percent); the total allocated is an exact count.\n\n", bytes(every), (10_000_000 / every.max(1))),
+            format!("≈: アロケーション・サンプラーの記録からの推定。約 {} ごとに 1 回の確保をスタック付きで記録し、その周辺のバイトとして数える（10 MB を保持する箇所は約 {} サンプルで、誤差は数 % 以内）。総確保量は正確な計数。\n\n", bytes(every), (10_000_000 / every.max(1))),
+        ));
+    }
+}
+
+/// What a row's bytes count, over the window of steps it covered where it covered one.
+fn counts(lang: Lang, measure: SiteMeasure, over_steps: Option<[u32; 2]>) -> String {
+    let steps = over_steps.map(|[first, last]| format!("{first}-{last}"));
+    match (measure, steps) {
+        (SiteMeasure::LiveAtPeak, None) => tr(lang, "live at the peak", "ピーク時に生存"),
+        (SiteMeasure::LiveAtPeak, Some(s)) => tr(
+            lang,
+            format!("live at the peak of steps {s}"),
+            format!("ステップ {s} のピーク時に生存"),
+        ),
+        (SiteMeasure::AllocatedOverRun, None) => {
+            tr(lang, "allocated over the run", "実行中の確保量")
+        }
+        (SiteMeasure::AllocatedOverRun, Some(s)) => tr(
+            lang,
+            format!("allocated over steps {s}"),
+            format!("ステップ {s} の確保量"),
+        ),
+        (SiteMeasure::ShortLivedLarge, None) => tr(
+            lang,
+            "large buffers made and freed (≥ 128 KiB each)",
+            "確保してすぐ解放した大きなバッファ（各 128 KiB 以上）",
+        ),
+        (SiteMeasure::ShortLivedLarge, Some(s)) => tr(
+            lang,
+            format!("large buffers made and freed in steps {s} (≥ 128 KiB each)"),
+            format!("ステップ {s} で確保してすぐ解放した大きなバッファ（各 128 KiB 以上）"),
+        ),
+        (SiteMeasure::NotFreedAtExit, None) => tr(lang, "not freed at exit", "終了時に未解放"),
+        (SiteMeasure::NotFreedAtExit, Some(s)) => tr(
+            lang,
+            format!("not freed when tracking stopped (steps {s})"),
+            format!("追跡終了時に未解放（ステップ {s}）"),
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -29,8 +29,11 @@ pub fn cite(run: &RunRecord, kind: ArtifactKind) -> Source {
 
 /// The artifacts an allocation profile (`metrics.allocations`) is read from: memray's stats,
 /// Scalene's profile.
-const ALLOCATION_ARTIFACTS: [ArtifactKind; 2] =
-    [ArtifactKind::MemrayStatsJson, ArtifactKind::ScaleneJson];
+const ALLOCATION_ARTIFACTS: [ArtifactKind; 3] = [
+    ArtifactKind::MemrayStatsJson,
+    ArtifactKind::AllocSamples,
+    ArtifactKind::ScaleneJson,
+];
 /// The artifacts sampled stacks (`metrics.stacks`) are read from: folded stacks (py-spy,
 /// perf, pyinstrument), Scalene's profile.
 const STACK_ARTIFACTS: [ArtifactKind; 2] = [ArtifactKind::Folded, ArtifactKind::ScaleneJson];
@@ -52,6 +55,23 @@ fn cite_first(run: &RunRecord, kinds: &[ArtifactKind]) -> Source {
 /// A citation of the artifact a run's allocation profile came from.
 pub fn cite_allocations(run: &RunRecord) -> Source {
     cite_first(run, &ALLOCATION_ARTIFACTS)
+}
+
+/// The first and last steps of a training an allocation profile tracked, when the run tracked
+/// a window of them rather than the whole run.
+pub fn tracked_steps(run: &RunRecord) -> Option<[u32; 2]> {
+    run.metrics.allocations.as_ref()?;
+    let w = run.metrics.step_window.as_ref()?;
+    Some([w.first_traced_step, w.last_traced_step])
+}
+
+/// The file one of memray's views (`memray_kind`: the short-lived CSV, the leaks CSV) was read
+/// from, or the allocation sampler's records, which hold every view in one file.
+pub fn cite_allocation_view(run: &RunRecord, memray_kind: ArtifactKind) -> Source {
+    match run.profiler {
+        system_profile_model::run::Method::AllocSample => cite(run, ArtifactKind::AllocSamples),
+        _ => cite(run, memray_kind),
+    }
 }
 
 /// The CPU row and one row per GPU of each run that measured memory, then the

@@ -590,7 +590,8 @@ impl LineUsage {
     }
 }
 
-/// A memray run: every allocation, Python and native, summarised by `memray stats --json`.
+/// An allocation profile: memray's (every allocation, Python and native, summarised by `memray
+/// stats --json`) or the allocation sampler's (CPython's allocators, sampled).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AllocationProfile {
     /// Highest heap memory in use at once.
@@ -609,6 +610,11 @@ pub struct AllocationProfile {
     /// net growth (Scalene), so the sites say where memory grew, not where objects are made.
     #[serde(default)]
     pub traces_python_allocators: bool,
+    /// The sites' bytes and counts, and the peak, are estimates from one allocation sampled in
+    /// about this many bytes (the allocation sampler); the totals are exact counts. Absent:
+    /// every allocation was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_every_bytes: Option<u64>,
     /// What was live at the peak, by the program's own line that allocated it (memray's
     /// high-water mark), largest first. Empty for Scalene, whose per-line peak is the
     /// footprint reached while the line ran.
@@ -644,6 +650,21 @@ pub struct ShortLivedSite {
     /// The frame outside the program's own code that made most of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+}
+
+/// A line's sum of large buffers freed soon after, from the same sum by line as a peak's
+/// (`live_bytes` then counts what the line made).
+impl From<PeakSite> for ShortLivedSite {
+    fn from(s: PeakSite) -> ShortLivedSite {
+        ShortLivedSite {
+            function: s.function,
+            file: s.file,
+            line: s.line,
+            bytes: s.live_bytes,
+            allocations: s.allocations,
+            via: s.via,
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

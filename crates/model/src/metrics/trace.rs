@@ -291,7 +291,19 @@ impl StepWindow {
 
     /// The traced steps' wall together.
     pub fn traced_s(&self) -> Option<f64> {
-        Some(self.traced_step_s? * f64::from(self.last_traced_step + 1 - self.first_traced_step))
+        Some(self.traced_step_s? * f64::from(self.traced_steps()))
+    }
+
+    /// How many steps the window held.
+    pub fn traced_steps(&self) -> u32 {
+        self.last_traced_step + 1 - self.first_traced_step
+    }
+
+    /// About how many steps a whole run of `wall_s` makes: its start-up and first step as
+    /// this run's, then unprofiled steps. At least the steps this run saw.
+    pub fn steps_in_wall(&self, wall_s: f64) -> Option<f64> {
+        let after_first = (wall_s - self.start_s).max(0.0) / self.unprofiled_step_s?.max(1e-9);
+        Some((1.0 + after_first).max(f64::from(self.steps_seen)))
     }
 }
 
@@ -322,6 +334,9 @@ mod tests {
         assert!((w.traced_step_s.unwrap() - 0.25).abs() < 1e-9);
         assert!((w.slowdown().unwrap() - 1.25).abs() < 1e-9);
         assert!((w.traced_s().unwrap() - 0.75).abs() < 1e-9);
+        // A whole run of 13 s: start-up, then 50 steps of 0.2 s.
+        assert!((w.steps_in_wall(13.0).unwrap() - 51.0).abs() < 1e-9);
+        assert!((w.steps_in_wall(1.0).unwrap() - 9.0).abs() < 1e-9);
         // No step after the window: the steps before the profiler woke, after step 1.
         let w = StepWindow::of(&steps[..7], &schedule, 1, AfterTrace::RunOn).unwrap();
         assert!((w.unprofiled_step_s.unwrap() - 0.4).abs() < 1e-9);

@@ -7,10 +7,10 @@ use super::data_dir;
 use std::time::{Duration, Instant};
 use system_profile_parse::Format;
 use system_profile_parse::{
-    cprofile_json, folded, instrument_log, kineto, line_profile, memory_profile, memray_peak,
-    memray_stats, nccl_debug, nccl_tests, nsys_stats, nvidia_smi_dmon, nvidia_smi_nvlink,
-    nvidia_smi_query, nvidia_smi_topo, perf_stat, py_spy_dump, pyinstrument_session, scalene_json,
-    slurm, strace_c, sysstat, time_v, tracemalloc_json,
+    alloc_samples, cprofile_json, folded, instrument_log, kineto, line_profile, memory_profile,
+    memray_peak, memray_stats, nccl_debug, nccl_tests, nsys_stats, nvidia_smi_dmon,
+    nvidia_smi_nvlink, nvidia_smi_query, nvidia_smi_topo, perf_stat, py_spy_dump,
+    pyinstrument_session, scalene_json, slurm, strace_c, sysstat, time_v, tracemalloc_json,
 };
 
 /// Mutated inputs per fixture (fewer for the large Kineto traces, whose parse is heavier).
@@ -127,6 +127,9 @@ fn mutate(text: &str, rng: &mut Rng) -> String {
 
 fn parse_as(format: &str, text: &str) -> usize {
     match format {
+        "alloc_samples" => alloc_samples::parse(text.as_bytes(), |f| !f.contains("/lib/"))
+            .diagnostics
+            .len(),
         "cprofile_json" => cprofile_json::parse(text).diagnostics.len(),
         "folded" => folded::parse(text).diagnostics.len(),
         "instrument_log" => instrument_log::parse(text).diagnostics.len(),

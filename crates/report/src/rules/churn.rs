@@ -30,15 +30,43 @@ pub(super) fn large_buffer_churn(inputs: &Inputs) -> Vec<Draft> {
         let Some((top, top_file)) = sites.first() else {
             continue;
         };
-        if churn_bytes < CHURN_MIN_BYTES {
-            continue;
-        }
         // What it cost, from the same command run without a profiler.
         let Some((wall_s, cost)) = unprofiled_wall(inputs, run).and_then(|(wall_s, id)| {
             let row = inputs.report.cpu.iter().find(|r| r.run_id == id)?;
             Some((wall_s, kernel_cost(row)?))
         }) else {
             continue;
+        };
+        // A window of steps holds a few steps' churn: the gate is the whole run's, at the
+        // window's rate per step.
+        let window = run.metrics.step_window.as_ref();
+        let run_steps = window.and_then(|w| w.steps_in_wall(wall_s));
+        let churn_over_run_bytes = match (window, run_steps) {
+            (Some(w), Some(steps)) => churn_bytes as f64 / f64::from(w.traced_steps()) * steps,
+            (Some(_), None) => continue,
+            (None, _) => churn_bytes as f64,
+        };
+        if churn_over_run_bytes < CHURN_MIN_BYTES as f64 {
+            continue;
+        }
+        let (in_window_en, in_window_ja) = match (window, run_steps) {
+            (Some(w), Some(steps)) => (
+                format!(
+                    " over steps {}-{}, the steps the allocation profile covers; about {} over the run's ~{} steps at that rate",
+                    w.first_traced_step,
+                    w.last_traced_step,
+                    bytes(churn_over_run_bytes as u64),
+                    num(steps.round() as u64)
+                ),
+                format!(
+                    "、ステップ {}-{}: メモリ確保プロファイルの範囲。同じ割合なら実行全体の約 {} ステップで約 {}",
+                    w.first_traced_step,
+                    w.last_traced_step,
+                    num(steps.round() as u64),
+                    bytes(churn_over_run_bytes as u64)
+                ),
+            ),
+            _ => (String::new(), String::new()),
         };
         if cost.sys_share < CHURN_SYS_SHARE || cost.minor_faults < CHURN_MIN_MINOR_FAULTS {
             continue;
@@ -72,7 +100,7 @@ pub(super) fn large_buffer_churn(inputs: &Inputs) -> Vec<Draft> {
             action: tr(
                 lang,
                 format!(
-                    "{} buffers of about {} each were made at {place}{via} and freed soon after ({} in all at the program's lines). Buffers this large are served by mmap or given back to the kernel by heap trimming when freed (glibc's thresholds), so memory made and freed in a loop is faulted in again each time: run without a profiler, the program spent {} in the kernel ({} of its CPU time) with {} minor page faults. Keep them: allocate once and reuse (`out=` arguments, in-place operations, a preallocated buffer), or let glibc keep freed memory with `MALLOC_MMAP_THRESHOLD_={threshold}` in the environment (costs resident memory: freed buffers stay mapped). Halving the kernel's time saves about {} of {}.",
+                    "{} buffers of about {} each were made at {place}{via} and freed soon after ({} in all at the program's lines{in_window_en}). Buffers this large are served by mmap or given back to the kernel by heap trimming when freed (glibc's thresholds), so memory made and freed in a loop is faulted in again each time: run without a profiler, the program spent {} in the kernel ({} of its CPU time) with {} minor page faults. Keep them: allocate once and reuse (`out=` arguments, in-place operations, a preallocated buffer), or let glibc keep freed memory with `MALLOC_MMAP_THRESHOLD_={threshold}` in the environment (costs resident memory: freed buffers stay mapped). Halving the kernel's time saves about {} of {}.",
                     num(top.allocations),
                     bytes(average),
                     bytes(churn_bytes),
@@ -83,7 +111,7 @@ pub(super) fn large_buffer_churn(inputs: &Inputs) -> Vec<Draft> {
                     secs(wall_s)
                 ),
                 format!(
-                    "{place} で約 {} のバッファが {} 個確保され{via}、すぐ解放された（プログラムの行で計 {}）。この大きさのバッファは mmap で確保されるか、解放時にヒープのトリムでカーネルに返される（glibc の閾値）ため、ループで確保と解放を繰り返すと毎回ページフォールトが起きる: プロファイラなしの実行でカーネル時間 {}（CPU 時間の {}）、マイナーページフォールト {} 回。バッファを保持する: 一度確保して再利用する（`out=` 引数、インプレース演算、事前確保）、または環境変数 `MALLOC_MMAP_THRESHOLD_={threshold}` で glibc に解放済みメモリを保持させる（常駐メモリが増える）。カーネル時間の半減で {} 中 約 {} の短縮。",
+                    "{place} で約 {} のバッファが {} 個確保され{via}、すぐ解放された（プログラムの行で計 {}{in_window_ja}）。この大きさのバッファは mmap で確保されるか、解放時にヒープのトリムでカーネルに返される（glibc の閾値）ため、ループで確保と解放を繰り返すと毎回ページフォールトが起きる: プロファイラなしの実行でカーネル時間 {}（CPU 時間の {}）、マイナーページフォールト {} 回。バッファを保持する: 一度確保して再利用する（`out=` 引数、インプレース演算、事前確保）、または環境変数 `MALLOC_MMAP_THRESHOLD_={threshold}` で glibc に解放済みメモリを保持させる（常駐メモリが増える）。カーネル時間の半減で {} 中 約 {} の短縮。",
                     bytes(average),
                     num(top.allocations),
                     bytes(churn_bytes),
@@ -99,7 +127,7 @@ pub(super) fn large_buffer_churn(inputs: &Inputs) -> Vec<Draft> {
                 format!("cpu {} sys minor faults", cost.run_id),
             ],
             sources: vec![
-                crate::tables::cite(run, ArtifactKind::MemrayShortLivedCsv),
+                crate::tables::cite_allocation_view(run, ArtifactKind::MemrayShortLivedCsv),
                 cost.source.clone(),
             ],
             confidence: Confidence::Medium,

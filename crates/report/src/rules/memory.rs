@@ -162,11 +162,18 @@ pub(super) fn python_allocation_site(inputs: &Inputs) -> Vec<Draft> {
         // Allocated over the run, not all live at once: a quarter of it is a safe saving.
         let gain = size.min(a.peak_bytes) / 4;
         let tool = run.profiler.id();
+        let (over_en, over_ja) = match crate::tables::tracked_steps(run) {
+            Some([first, last]) => (
+                format!("over steps {first}-{last}"),
+                format!("ステップ {first}-{last} で"),
+            ),
+            None => ("over the run".to_string(), "実行中に".to_string()),
+        };
         out.push(Draft {
             title: tr(
                 lang,
-                format!("{file}{line} ({}) allocates {} over the run", site.function, bytes(size)),
-                format!("{file}{line}（{}）が実行中に {} を確保", site.function, bytes(size)),
+                format!("{file}{line} ({}) allocates {} {over_en}", site.function, bytes(size)),
+                format!("{file}{line}（{}）が{over_ja} {} を確保", site.function, bytes(size)),
             ),
             action: tr(
                 lang,
@@ -237,6 +244,13 @@ fn peak_site(
     let line = site.line.map(|l| format!(":{l}")).unwrap_or_default();
     let share = pct(size as f64 / a.peak_bytes.max(1) as f64 * 100.0);
     let gain = size / 2;
+    let (in_steps_en, in_steps_ja) = match crate::tables::tracked_steps(run) {
+        Some([first, last]) => (
+            format!(" in steps {first}-{last} (the window tracked)"),
+            format!("（追跡したステップ {first}-{last} の範囲）"),
+        ),
+        None => (String::new(), String::new()),
+    };
     let tool = run.profiler.id();
     // With memray's leak view (`leaks`): the same line's memory still allocated when the
     // program ended. Kept to the end, it was never a transient peak: what holds it is the
@@ -244,8 +258,8 @@ fn peak_site(
     let kept = kept_to_exit(a, site);
     let (how_en, how_ja) = match (&site.via, kept) {
         (_, Some(kept)) => (
-            format!(" {} of it was still allocated when the program ended (memray's leak view): something keeps it for the whole run (a global, a cache, a list that only grows). If it is not needed to the end, drop it once used (`del`, a narrower scope); if it grows with the work, bound it (`functools.lru_cache(maxsize=...)`, `collections.deque(maxlen=...)`) or keep a summary instead of every item.", bytes(kept)),
-            format!(" そのうち {} はプログラム終了時にもまだ確保されていた（memray のリーク表示）: 何か（グローバル変数、キャッシュ、増え続けるリスト）が実行中ずっと保持している。最後まで要らないなら使い終えたら手放す（`del`、より狭いスコープ）。処理量とともに増えるなら上限を設ける（`functools.lru_cache(maxsize=...)`、`collections.deque(maxlen=...)`）か、全要素でなく要約を残す。", bytes(kept)),
+            format!(" {} of it was still allocated when the program ended (the leak view): something keeps it for the whole run (a global, a cache, a list that only grows). If it is not needed to the end, drop it once used (`del`, a narrower scope); if it grows with the work, bound it (`functools.lru_cache(maxsize=...)`, `collections.deque(maxlen=...)`) or keep a summary instead of every item.", bytes(kept)),
+            format!(" そのうち {} はプログラム終了時にもまだ確保されていた（リーク表示）: 何か（グローバル変数、キャッシュ、増え続けるリスト）が実行中ずっと保持している。最後まで要らないなら使い終えたら手放す（`del`、より狭いスコープ）。処理量とともに増えるなら上限を設ける（`functools.lru_cache(maxsize=...)`、`collections.deque(maxlen=...)`）か、全要素でなく要約を残す。", bytes(kept)),
         ),
         (Some(via), None) => (
             format!(" The library call on that line made them (most in {via}): the call is what to change, not the library: give it less at once (chunks, a streaming reader, smaller batches), keep only what is used of its result, or drop its input and result as soon as they are used."),
@@ -265,16 +279,16 @@ fn peak_site(
         action: tr(
             lang,
             format!(
-                "{tool}: {} allocations made at {file}{line} were still live when memory peaked: {} of the {} peak ({share}).{how_en} Halving it saves about {}.",
+                "{tool}: {} allocations made at {file}{line} were still live when memory peaked{in_steps_en}: {} of the {} peak ({share}).{how_en} Halving it saves about {}.",
                 num(site.allocations), bytes(size), bytes(a.peak_bytes), bytes(gain)
             ),
             format!(
-                "{tool}: {file}{line} で確保された {} 個がメモリのピーク時にまだ生存していた: ピーク {} のうち {}（{share}）。{how_ja} 半減で約 {} 削減。",
+                "{tool}: {file}{line} で確保された {} 個がメモリのピーク時{in_steps_ja}にまだ生存していた: ピーク {} のうち {}（{share}）。{how_ja} 半減で約 {} 削減。",
                 num(site.allocations), bytes(a.peak_bytes), bytes(size), bytes(gain)
             ),
         ),
         evidence: vec![format!("memory {} cpu heap", run.run_id)],
-        sources: vec![crate::tables::cite(run, ArtifactKind::MemrayPeakCsv)],
+        sources: vec![crate::tables::cite_allocation_view(run, ArtifactKind::MemrayPeakCsv)],
         confidence: Confidence::High,
         ..Draft::saves_memory(gain, Some(a.peak_bytes))
     })

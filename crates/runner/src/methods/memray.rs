@@ -2,7 +2,8 @@
 //! peak (`memray transform csv`) summed by the program's own lines.
 
 use crate::*;
-use system_profile_model::metrics::ShortLivedSite;
+use system_profile_model::metrics::{ShortLivedSite, StepWindow};
+use system_profile_model::run::{AfterTrace, TorchSchedule};
 
 /// memray's "temporary" allocation: freed before this many other allocations were made.
 /// memray's own default (1) counts only what is freed at once: on pyperformance's json_dumps it
@@ -23,9 +24,18 @@ const KEPT_CSV_MAX_BYTES: u64 = 256 << 20;
 /// says why not `memray transform csv`).
 const LARGE_TEMPORARY: &str = include_str!("py/memray_large_temporary.py");
 
-/// `memray run` of a script or module, then `memray stats --json` and a flame graph HTML
-/// (of the leaks when `options.leaks`, with what was not freed at exit by the program's
-/// lines), all through the target's own interpreter.
+/// memray's Tracker over a window of a training's steps (`options.schedule`): the steps
+/// counted as the torch.profiler runner counts them.
+pub(crate) const MEMRAY_WINDOW_RUNNER: &str = concat!(
+    include_str!("py/sp_launch.py"),
+    include_str!("py/sp_steps.py"),
+    include_str!("py/memray_window_runner.py")
+);
+
+/// `memray run` of a script or module (or, with `options.schedule`, memray's Tracker over a
+/// window of its steps), then `memray stats --json` and a flame graph HTML (of the leaks when
+/// `options.leaks`, with what was not freed at exit by the program's lines), all through the
+/// target's own interpreter.
 pub(crate) async fn memray(
     input: &RunProfilerInput,
     place: &RunPlace,
@@ -34,28 +44,63 @@ pub(crate) async fn memray(
     let py = argv[0].clone();
     let capture = artifact_path(input, place, ArtifactKind::MemrayBin);
     let capture_s = capture.to_string_lossy().into_owned();
-    argv.extend([
-        "-m".into(),
-        "memray".into(),
-        "run".into(),
-        "-q".into(),
-        "-f".into(),
-    ]);
-    if input.options.native == Some(true) {
-        argv.push("--native".into());
-    }
     // Every pymalloc allocation, unless asked otherwise: without it the sites rank where
     // pymalloc requested arenas (raytrace: 12.5 MiB at `Canvas.__init__`), not where the
     // program makes its objects (5.7 GiB at `Vector.__sub__`; BENCHMARKS.md).
-    if input.options.python_allocators != Some(false) {
-        argv.push("--trace-python-allocators".into());
+    let python_allocators = input.options.python_allocators != Some(false);
+    let native = input.options.native == Some(true);
+    let state = place.dir.join("memray-window.json");
+    if let Some(schedule) = input.options.schedule {
+        let after = match schedule.after_trace {
+            AfterTrace::RunOn => "run_on",
+            AfterTrace::EndProgram => "end_program",
+        };
+        let flag = |on: bool| if on { "1" } else { "0" }.to_string();
+        argv.extend([
+            "-c".into(),
+            MEMRAY_WINDOW_RUNNER.into(),
+            capture_s.clone(),
+            state.to_string_lossy().into_owned(),
+            format!(
+                "{},{},{after}",
+                schedule.wait + schedule.warmup,
+                schedule.active.max(1)
+            ),
+            flag(python_allocators),
+            flag(native),
+        ]);
+    } else {
+        argv.extend([
+            "-m".into(),
+            "memray".into(),
+            "run".into(),
+            "-q".into(),
+            "-f".into(),
+        ]);
+        if native {
+            argv.push("--native".into());
+        }
+        if python_allocators {
+            argv.push("--trace-python-allocators".into());
+        }
+        argv.extend(["-o".into(), capture_s.clone()]);
     }
-    argv.extend(["-o".into(), capture_s.clone()]);
     argv.extend(script);
     let outcome = launch(input, place, &argv, timeout_of(input), |_| {}).await?;
     let mut e = finish(&outcome, argv, place);
+    // The runner's code is long; the record keeps its place, not its text.
+    if let Some(code) = e.argv.iter_mut().find(|a| a.as_str() == MEMRAY_WINDOW_RUNNER) {
+        *code = "<memray window runner>".into();
+    }
     if module_missing(&mut e, "memray", "memray", &py) {
         return Ok(e);
+    }
+    if let Some(schedule) = input.options.schedule {
+        window_of_steps(&mut e, &schedule, &state);
+        if !capture.exists() {
+            explain_exit(&mut e);
+            return Ok(e);
+        }
     }
     e.artifacts
         .extend(file_artifact(capture.clone(), ArtifactKind::MemrayBin));
@@ -192,14 +237,7 @@ pub(crate) async fn memray(
         a.at_peak = at_peak;
         a.short_lived_large = short_lived
             .into_iter()
-            .map(|s| ShortLivedSite {
-                function: s.function,
-                file: s.file,
-                line: s.line,
-                bytes: s.live_bytes,
-                allocations: s.allocations,
-                via: s.via,
-            })
+            .map(ShortLivedSite::from)
             .collect();
         a.not_freed = not_freed;
     }
@@ -238,4 +276,43 @@ fn transform<'a>(py: &'a str, capture: &'a str, which: &[&'a str], out: &'a str)
     argv.extend_from_slice(which);
     argv.extend(["-o", out, capture]);
     argv
+}
+
+/// The steps the window held, from the runner's state; said when the program ended before the
+/// window opened or closed.
+fn window_of_steps(e: &mut Execution, schedule: &TorchSchedule, state: &std::path::Path) {
+    let state: serde_json::Value = serde_json::from_str(&read(state)).unwrap_or_default();
+    let step_s: Vec<f64> = state["step_s"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
+        .unwrap_or_default();
+    let untraced = schedule.wait + schedule.warmup;
+    let steps = u32::try_from(step_s.len()).unwrap_or(u32::MAX);
+    if steps < untraced {
+        e.warnings.push(format!(
+            "the program made {steps} steps (optimizer steps, else backwards, else outermost module forwards), fewer than the {untraced} before memray's window: nothing was tracked; run again without options.schedule to track the whole run"
+        ));
+        return;
+    }
+    if steps < untraced + schedule.active.max(1) {
+        e.warnings.push(format!(
+            "the program ended after step {steps}, inside memray's window of steps {}-{}: the figures cover steps {}-{steps}",
+            untraced + 1,
+            untraced + schedule.active.max(1),
+            untraced + 1
+        ));
+    }
+    let ended = state["ended_after_step"].as_u64();
+    let after = if ended.is_some() {
+        AfterTrace::EndProgram
+    } else {
+        AfterTrace::RunOn
+    };
+    e.metrics.step_window = StepWindow::of(&step_s, schedule, 1, after);
+    if let (Some(step), Some(w)) = (ended, &e.metrics.step_window) {
+        e.warnings.push(format!(
+            "memray tracked steps {}-{} only, and the program was ended after step {step} (options.schedule.after_trace = end_program): the allocations are those steps', not the start-up's or the rest of the run's, and this run's wall, exit and outputs are not the program's",
+            w.first_traced_step, w.last_traced_step
+        ));
+    }
 }

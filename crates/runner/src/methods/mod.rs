@@ -47,6 +47,7 @@ registry! {
     line_profiler { line_profiler => [LineProfiler] },
     tracemalloc { tracemalloc => [Tracemalloc] },
     memray { memray => [Memray] },
+    alloc_sample { alloc_sample => [AllocSample] },
     memory_profiler { memory_profiler => [MemoryProfiler] },
     sysstat { sysstat => [Vmstat, Iostat, Mpstat, Pidstat] },
     nvidia {
@@ -172,6 +173,8 @@ mod tests {
             ("torch_runner", torch_profiler::TORCH_RUNNER),
             ("tracemalloc_runner", tracemalloc::TRACEMALLOC_RUNNER),
             ("scalene_runner", scalene::SCALENE_RUNNER),
+            ("alloc_sample_runner", alloc_sample::SAMPLER_RUNNER),
+            ("memray_window_runner", memray::MEMRAY_WINDOW_RUNNER),
         ] {
             let out = python(
                 &[

@@ -18,6 +18,7 @@ use system_profile_parse::launcher::{launcher_name, read_launcher};
 /// profile_memory, with_stack (0/1), then the target.
 pub(crate) const TORCH_RUNNER: &str = concat!(
     include_str!("py/sp_launch.py"),
+    include_str!("py/sp_steps.py"),
     include_str!("py/torch_runner.py")
 );
 

@@ -56,12 +56,7 @@ async fn torch_profiler_goes_inside_every_rank_of_torchrun() {
     assert_eq!(ranks.traces.len(), 2, "{ranks:?}");
     for (n, t) in ranks.traces.iter().enumerate() {
         assert_eq!(t.analysis.rank, Some(n as u32));
-        let c = t.analysis.collectives.as_ref().expect("collectives");
-        let ar = c
-            .ops
-            .iter()
-            .find(|o| o.op == "all_reduce")
-            .expect("all_reduce");
+        let ar = all_reduce(t);
         assert_eq!(
             (ar.backend.as_str(), ar.calls, ar.bytes_total),
             ("gloo", 20, 20 * 9_352 * 4),
@@ -72,6 +67,17 @@ async fn torch_profiler_goes_inside_every_rank_of_torchrun() {
     assert_eq!(balance.stragglers, vec![1], "{balance:?}");
     assert_eq!(e.metrics.trace.as_ref().and_then(|t| t.rank), Some(0));
     clocks_line_up_on_one_machine(&e);
+}
+
+/// A rank's all-reduces, as its trace's analysis summed them.
+fn all_reduce(
+    t: &system_profile_model::trace::TraceFile,
+) -> &system_profile_model::collectives::CollectiveOp {
+    let c = t.analysis.collectives.as_ref().expect("collectives");
+    c.ops
+        .iter()
+        .find(|o| o.op == "all_reduce")
+        .expect("all_reduce")
 }
 
 /// One machine's ranks share a clock: the offset the collectives bound for rank 1 must hold
@@ -143,12 +149,7 @@ async fn lightning_ddp_under_torchrun_matches_ddps_own_buckets() {
     let ranks = e.metrics.ranks.as_ref().expect("one trace per rank");
     assert_eq!(ranks.traces.len(), 2, "{ranks:?}");
     for t in &ranks.traces {
-        let c = t.analysis.collectives.as_ref().expect("collectives");
-        let ar = c
-            .ops
-            .iter()
-            .find(|o| o.op == "all_reduce")
-            .expect("all_reduce");
+        let ar = all_reduce(t);
         // Three active steps, one all-reduce per bucket each.
         assert_eq!(
             (ar.calls, ar.bytes_total),
@@ -253,6 +254,47 @@ async fn fsdp_under_torchrun_matches_fsdps_own_shards_and_step_log() {
         assert!(
             ours_s >= lo * 0.95 && ours_s <= hi * 1.05,
             "rank {rank}: mean step {ours_s:.4} s from the trace, the program's own steps {steps:?}"
+        );
+    }
+}
+
+/// A long DDP training ended by the window (`end_program`) on every rank: each rank traced
+/// exactly the window's all-reduces, none hung waiting for a rank that had ended, and the
+/// program's end-of-training line never came.
+#[tokio::test]
+async fn every_rank_of_torchrun_ends_once_its_window_is_traced() {
+    let py = python();
+    if !module(&py, "torch") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut i = two_ranks_of(
+        &py,
+        "ddp_gloo.py",
+        Some(system_profile_model::run::TorchSchedule {
+            wait: 2,
+            warmup: 1,
+            active: 2,
+            repeat: 1,
+            after_trace: system_profile_model::run::AfterTrace::EndProgram,
+        }),
+    );
+    // Hours of steps: only the window's end can end it within the test.
+    i.env.insert("STEPS".into(), "10000000".into());
+    i.env.insert("SLOW_RANK_S".into(), "0.02".into());
+    let e = execute(&i, &place(dir.path())).await.unwrap();
+    assert_eq!(e.status, RunStatus::Completed, "{e:?}");
+    assert_eq!(e.exit_code, Some(0), "{e:?}");
+    assert!(!e.stdout_tail.contains("done:"), "{:?}", e.stdout_tail);
+    let ranks = e.metrics.ranks.as_ref().expect("one trace per rank");
+    assert_eq!(ranks.traces.len(), 2, "{ranks:?}");
+    for t in &ranks.traces {
+        let ar = all_reduce(t);
+        assert_eq!(
+            (ar.calls, ar.bytes_total),
+            (2, 2 * 9_352 * 4),
+            "rank {:?}: {ar:?}",
+            t.analysis.rank
         );
     }
 }

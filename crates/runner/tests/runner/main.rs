@@ -2,9 +2,11 @@
 //! program's own accounting, a separate /usr/bin/time -v, and /proc after the run. One
 //! module per kind of method.
 
+mod alloc_sample;
 mod distributed;
 mod gpu;
 mod in_process;
+mod memray_window;
 mod observers;
 mod python;
 mod supervise;

@@ -46,19 +46,7 @@ def write_state():
     with open(os.path.join(out_dir, "torch-profiler%s.json" % tag), "w") as f:
         json.dump(state, f)
 prof = profile(**kwargs)
-# A step is an optimizer step; a loop without an optimizer (manual SGD) steps at each
-# backward, and one without backward (inference) at each outermost module forward. A weaker
-# kind steps only from its second sighting with no stronger one seen: the first iteration's
-# forward and backward come before its optimizer step, and stepping at them would spend the
-# schedule's wait and warmup inside one iteration (two whole steps traced of three active).
-STRENGTH = {"forward": 0, "backward": 1, "optimizer": 2}
-counts = {"forward": 0, "backward": 0, "optimizer": 0}
 def stepped(kind):
-    counts[kind] += 1
-    if any(n and STRENGTH[k] > STRENGTH[kind] for k, n in counts.items()):
-        return
-    if kind != "optimizer" and counts[kind] < 2:
-        return
     state["step_by"] = kind
     state["steps"] += 1
     state["step_s"].append(time.perf_counter() - started - resumed[0])
@@ -75,24 +63,7 @@ def stepped(kind):
                 sys.stderr.flush()
                 os._exit(0)
     resumed[0] = time.perf_counter() - started
-from torch.optim.optimizer import register_optimizer_step_post_hook
-register_optimizer_step_post_hook(lambda optimizer, args, kw: stepped("optimizer"))
-backward = torch.autograd.backward
-def backward_then_step(*args, **kw):
-    result = backward(*args, **kw)
-    stepped("backward")
-    return result
-torch.autograd.backward = backward_then_step
-from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
-depth = [0]
-def entered(module, args):
-    depth[0] += 1
-def left(module, args, result):
-    depth[0] -= 1
-    if depth[0] == 0:
-        stepped("forward")
-register_module_forward_pre_hook(entered)
-register_module_forward_hook(left)
+watch_steps(stepped)
 code = 0
 prof.__enter__()
 try:

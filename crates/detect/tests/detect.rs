@@ -71,3 +71,54 @@ async fn perf_hardware_counters_reported_truthfully() {
         .any(|n| n.contains("hardware counters not supported"));
     assert_eq!(noted, unsupported, "{perf:?}");
 }
+
+/// Without an NVIDIA device the torch probe reads torch's files instead of importing it
+/// (seconds): what it reports must be what importing torch says, checked here by importing it.
+#[tokio::test]
+async fn torch_read_from_its_files_is_what_importing_it_says() {
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv/bin/python");
+    let python = if std::path::Path::new(venv).exists() {
+        venv.to_string()
+    } else {
+        "python3".to_string()
+    };
+    let imported = Command::new(&python)
+        .args([
+            "-c",
+            "import json, torch; nccl = torch.cuda.nccl.version() if torch.version.cuda else None; \
+             print(json.dumps([torch.__version__, torch.cuda.is_available(), torch.version.cuda, \
+             torch.cuda.device_count(), '.'.join(map(str, nccl)) if nccl else None, \
+             torch.distributed.is_available()]))",
+        ])
+        .output()
+        .unwrap();
+    if !imported.status.success() {
+        // No torch in this interpreter: the probe must say so.
+        let report = detect(&DetectOptions {
+            python: python.clone(),
+            ..DetectOptions::default()
+        })
+        .await;
+        assert!(report.python.torch.is_none(), "{:?}", report.python.torch);
+        return;
+    }
+    let truth: serde_json::Value =
+        serde_json::from_slice(imported.stdout.trim_ascii_end()).unwrap();
+    let report = detect(&DetectOptions {
+        python,
+        ..DetectOptions::default()
+    })
+    .await;
+    let t = report.python.torch.expect("torch");
+    assert_eq!(
+        serde_json::json!([
+            t.version,
+            t.cuda_available,
+            t.cuda_version,
+            t.device_count,
+            t.nccl_version,
+            t.distributed_available
+        ]),
+        truth
+    );
+}

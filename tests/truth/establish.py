@@ -386,7 +386,6 @@ def exact_allocations(argv, cwd, n=5):
     written, nothing estimated; its records streamed through a pipe and summed here), against
     which its sampled estimates are judged. memray's own count at the top site, less the blocks
     its profile hook makes, is the cross-check (`memray_stats`)."""
-    import sysconfig
     build = cwd / "exact-sampler"
     build.mkdir(exist_ok=True)
     info = subprocess.run([argv[0], "-c", "import sysconfig;print(sysconfig.get_paths()['include']);"

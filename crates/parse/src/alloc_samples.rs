@@ -11,12 +11,9 @@ use crate::memray_peak::{Frame, SiteSums};
 use std::collections::HashMap;
 use system_profile_model::metrics::{
     AllocationProfile, AllocationTotal, PeakSite, ShortLivedSite, SHORT_LIVED_MIN_BYTES,
+    SHORT_LIVED_WITHIN_ALLOCATIONS,
 };
 use system_profile_model::{Diag, Parsed};
-
-/// A large block freed before this many other allocations were made is short-lived (memray's
-/// "temporary" threshold as our memray runs use it).
-pub const SHORT_LIVED_WITHIN_ALLOCATIONS: u64 = 1000;
 
 /// Sites kept per list.
 const SITES: usize = 20;

@@ -186,20 +186,22 @@ pub fn heap_share_sentence(report: &Report) -> Option<String> {
             .filter_map(|r| Some((r.heap_peak_bytes?, r.run_id.clone())))
             .max_by_key(|(b, _)| *b)
     };
-    let (heap, held) = match by("tracemalloc.json") {
-        Some(h) => (h, tr(lang, "the Python heap", "Python ヒープ")),
-        None if by("alloc-samples.txt").is_some() => (
-            by("alloc-samples.txt")?,
+    let (heap, held) = if let Some(h) = by("tracemalloc.json") {
+        (h, tr(lang, "the Python heap", "Python ヒープ"))
+    } else if let Some(h) = by("alloc-samples.txt") {
+        (
+            h,
             tr(
                 lang,
                 "the Python heap (estimated from samples)",
                 "Python ヒープ（サンプルからの推定）",
             ),
-        ),
-        None => (
+        )
+    } else {
+        (
             by("memray-stats.json")?,
             tr(lang, "all allocations memray saw", "memray が見た全確保"),
-        ),
+        )
     };
     if rss_bytes == 0 || heap.0 > rss_bytes {
         return None;

@@ -28,7 +28,7 @@ pub fn cite(run: &RunRecord, kind: ArtifactKind) -> Source {
 }
 
 /// The artifacts an allocation profile (`metrics.allocations`) is read from: memray's stats,
-/// Scalene's profile.
+/// the allocation sampler's records, Scalene's profile.
 const ALLOCATION_ARTIFACTS: [ArtifactKind; 3] = [
     ArtifactKind::MemrayStatsJson,
     ArtifactKind::AllocSamples,

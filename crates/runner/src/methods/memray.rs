@@ -2,15 +2,9 @@
 //! peak (`memray transform csv`) summed by the program's own lines.
 
 use crate::*;
-use system_profile_model::metrics::{ShortLivedSite, StepWindow};
+use system_profile_model::metrics::ShortLivedSite;
 use system_profile_model::run::{AfterTrace, TorchSchedule};
 
-/// memray's "temporary" allocation: freed before this many other allocations were made.
-/// memray's own default (1) counts only what is freed at once: on pyperformance's json_dumps it
-/// found 36 MB of the 476 MB allocated, 1000 found 324 MB (the encoder's buffers, freed after
-/// the string is built); a training step's outputs live through hundreds of allocations of its
-/// forward and backward passes.
-const SHORT_LIVED_WITHIN_ALLOCATIONS: &str = "1000";
 
 /// The largest capture drawn as a flame graph HTML at once: drawing richards' 35.7 MB capture
 /// took 21.5 s of the 37 s its reports took, and the report reads none of it; past this the
@@ -129,6 +123,8 @@ pub(crate) async fn memray(
     let short = artifact_path(input, place, ArtifactKind::MemrayShortLivedCsv);
     let short_s = short.to_string_lossy().into_owned();
     let short_lived_min = system_profile_model::metrics::SHORT_LIVED_MIN_BYTES.to_string();
+    let short_lived_within =
+        system_profile_model::metrics::SHORT_LIVED_WITHIN_ALLOCATIONS.to_string();
     let leaks = artifact_path(input, place, ArtifactKind::MemrayLeaksCsv);
     let leaks_s = leaks.to_string_lossy().into_owned();
     let mut reports: Vec<(Vec<&str>, &str)> = vec![
@@ -162,7 +158,7 @@ pub(crate) async fn memray(
                 "-c",
                 LARGE_TEMPORARY,
                 &capture_s,
-                SHORT_LIVED_WITHIN_ALLOCATIONS,
+                &short_lived_within,
                 &short_lived_min,
                 &short_s,
             ],
@@ -282,12 +278,8 @@ fn transform<'a>(py: &'a str, capture: &'a str, which: &[&'a str], out: &'a str)
 /// window opened or closed.
 fn window_of_steps(e: &mut Execution, schedule: &TorchSchedule, state: &std::path::Path) {
     let state: serde_json::Value = serde_json::from_str(&read(state)).unwrap_or_default();
-    let step_s: Vec<f64> = state["step_s"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
-        .unwrap_or_default();
-    let untraced = schedule.wait + schedule.warmup;
-    let steps = u32::try_from(step_s.len()).unwrap_or(u32::MAX);
+    let seen = super::steps::of_state(&state, schedule, 1);
+    let (untraced, steps) = (schedule.wait + schedule.warmup, seen.steps);
     if steps < untraced {
         e.warnings.push(format!(
             "the program made {steps} steps (optimizer steps, else backwards, else outermost module forwards), fewer than the {untraced} before memray's window: nothing was tracked; run again without options.schedule to track the whole run"
@@ -302,14 +294,8 @@ fn window_of_steps(e: &mut Execution, schedule: &TorchSchedule, state: &std::pat
             untraced + 1
         ));
     }
-    let ended = state["ended_after_step"].as_u64();
-    let after = if ended.is_some() {
-        AfterTrace::EndProgram
-    } else {
-        AfterTrace::RunOn
-    };
-    e.metrics.step_window = StepWindow::of(&step_s, schedule, 1, after);
-    if let (Some(step), Some(w)) = (ended, &e.metrics.step_window) {
+    e.metrics.step_window = seen.window;
+    if let (Some(step), Some(w)) = (seen.ended_after_step, &e.metrics.step_window) {
         e.warnings.push(format!(
             "memray tracked steps {}-{} only, and the program was ended after step {step} (options.schedule.after_trace = end_program): the allocations are those steps', not the start-up's or the rest of the run's, and this run's wall, exit and outputs are not the program's",
             w.first_traced_step, w.last_traced_step

@@ -7,6 +7,8 @@ use crate::*;
 
 /// `cluster_nodes`' Ray half (its Slurm half and the shared tail are `cluster`).
 mod ray;
+/// The steps the step-windowing runners report.
+mod steps;
 
 /// The registry: `module { function => [methods it runs] }`. It writes the dispatch (a
 /// `match` the compiler checks for every method), [`IMPLEMENTED`], and, for the tests, each

@@ -1,7 +1,6 @@
 //! `torch_profiler`: the target inside `torch.profiler.profile`, its Kineto trace analysed.
 
 use crate::*;
-use system_profile_model::metrics::StepWindow;
 use system_profile_model::run::AfterTrace;
 use system_profile_model::trace::{TraceFile, TraceReport};
 use system_profile_parse::launcher::{launcher_name, read_launcher};
@@ -141,20 +140,10 @@ pub(crate) async fn torch_profiler(
         }
     }
     if let (Some(schedule), Some(state)) = (input.options.schedule, lowest_rank(&states)) {
-        let step_s: Vec<f64> = state["step_s"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
-            .unwrap_or_default();
         let cycles = state["traces"].as_array().map_or(0, |t| t.len());
-        let ended = state["ended_after_step"].as_u64();
-        let after = if ended.is_some() {
-            AfterTrace::EndProgram
-        } else {
-            AfterTrace::RunOn
-        };
-        e.metrics.step_window =
-            StepWindow::of(&step_s, &schedule, u32::try_from(cycles).unwrap_or(0), after);
-        if let (Some(step), Some(w)) = (ended, &e.metrics.step_window) {
+        let steps = super::steps::of_state(state, &schedule, u32::try_from(cycles).unwrap_or(0));
+        e.metrics.step_window = steps.window;
+        if let (Some(step), Some(w)) = (steps.ended_after_step, &e.metrics.step_window) {
             e.warnings.push(format!(
                 "the program was ended after step {step}, once steps {}-{} were traced and {} more timed without the profiler (options.schedule.after_trace = end_program): this run's wall, exit and outputs are not the program's",
                 w.first_traced_step, w.last_traced_step, step.saturating_sub(u64::from(w.last_traced_step))

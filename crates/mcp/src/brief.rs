@@ -235,6 +235,19 @@ pub fn detect_brief(report: &Value) -> String {
     if whole.len() <= TEXT_BUDGET_BYTES {
         return whole;
     }
+    // Tool lines as long as the budget allows: a machine with longer notes (a container's
+    // kernel, perf's counters) shortens every line rather than spill over it.
+    let mut brief = String::new();
+    for chars in [100, 70, 50, 35, 20] {
+        brief = detect_brief_with(report, whole.len(), chars);
+        if brief.len() <= TEXT_BUDGET_BYTES {
+            break;
+        }
+    }
+    brief
+}
+
+fn detect_brief_with(report: &Value, whole_bytes: usize, line_chars: usize) -> String {
     let Value::Object(all) = report else {
         return json_brief(report);
     };
@@ -246,7 +259,12 @@ pub fn detect_brief(report: &Value) -> String {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|t| Some((t["id"].as_str()?.to_string(), json!(tool_line(t)))))
+                    .filter_map(|t| {
+                        Some((
+                            t["id"].as_str()?.to_string(),
+                            json!(tool_line(t, line_chars)),
+                        ))
+                    })
                     .collect();
                 b.insert(key.clone(), Value::Object(tools));
             }
@@ -271,7 +289,7 @@ pub fn detect_brief(report: &Value) -> String {
             json!(format!(
                 "{} bytes in brief (a tool a line: usable and its version, or why not and the fix); \
                  the whole: \"detail\": \"full\"",
-                whole.len()
+                whole_bytes
             )),
         );
     }
@@ -279,8 +297,8 @@ pub fn detect_brief(report: &Value) -> String {
 }
 
 /// One tool in a line: `usable 0.4.3; <notes>` or `not usable: <reason>; fix: <hint>`.
-fn tool_line(tool: &Value) -> String {
-    let short = |v: &Value| v.as_str().map(|t| short_text(t, 100));
+fn tool_line(tool: &Value, chars: usize) -> String {
+    let short = |v: &Value| v.as_str().map(|t| short_text(t, chars));
     let mut line = if tool["usable"] == true {
         match tool["version"].as_str() {
             Some(v) => format!("usable {v}"),

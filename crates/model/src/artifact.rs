@@ -96,6 +96,14 @@ pub enum ArtifactKind {
     PyinstrumentSession,
     // Scalene's JSON profile.
     ScaleneJson,
+    // A server's /metrics (Prometheus text), one scrape a second, each after `# sp-scrape <unix s>`.
+    ServingMetrics,
+    // Our load's requests, one JSON line each, timed on the client's clock.
+    ServingRequests,
+    // What the serving window did: whose load, the profiler's calls and the traces it copied.
+    ServingWindowJson,
+    // torch.profiler's own operator table (`key_averages().table()`).
+    TorchTable,
     // A kind this build does not know (a record written by another version).
     #[serde(other)]
     Other,

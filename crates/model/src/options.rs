@@ -37,6 +37,11 @@ pub struct ProfilerOptions {
     /// Keep idle threads' samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle: Option<bool>,
+    /// Seconds of the server's own profiler (vLLM's) after the serving window, under the same
+    /// load; 0: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 600.0))]
+    pub engine_profile_s: Option<f64>,
     /// Events to count or sample.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<String>,
@@ -202,6 +207,7 @@ pub enum OptionName {
     Subprocesses,
     Gil,
     Idle,
+    EngineProfileS,
     Events,
     Function,
     TracebackDepth,
@@ -223,7 +229,7 @@ pub enum OptionName {
 }
 
 impl OptionName {
-    pub const ALL: [OptionName; 25] = [
+    pub const ALL: [OptionName; 26] = [
         OptionName::RateHz,
         OptionName::IntervalS,
         OptionName::OutputCapBytes,
@@ -231,6 +237,7 @@ impl OptionName {
         OptionName::Subprocesses,
         OptionName::Gil,
         OptionName::Idle,
+        OptionName::EngineProfileS,
         OptionName::Events,
         OptionName::Function,
         OptionName::TracebackDepth,
@@ -286,6 +293,7 @@ impl ProfilerOptions {
                 OptionName::Subprocesses => o.subprocesses = self.subprocesses,
                 OptionName::Gil => o.gil = self.gil,
                 OptionName::Idle => o.idle = self.idle,
+                OptionName::EngineProfileS => o.engine_profile_s = self.engine_profile_s,
                 OptionName::Events => o.events = self.events.clone(),
                 OptionName::Function => o.function = self.function.clone(),
                 OptionName::TracebackDepth => o.traceback_depth = self.traceback_depth,
@@ -362,6 +370,7 @@ mod tests {
             subprocesses: Some(false),
             gil: Some(true),
             idle: Some(true),
+            engine_profile_s: Some(2.0),
             events: vec!["cycles".into()],
             function: Some("a.py:f".into()),
             traceback_depth: Some(4),

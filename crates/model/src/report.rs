@@ -755,6 +755,10 @@ pub struct Report {
     /// torch's operators on the CPU, per torch.profiler run (its first rank's trace).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub torch_ops: Vec<TorchOps>,
+    /// An LLM server under load: its own figures over the window, what an engine step is made
+    /// of, and each of its processes' CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<Serving>,
     pub recommendations: Vec<Recommendation>,
     /// Tables left out for want of data, each with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -780,6 +784,44 @@ pub struct TorchOps {
     /// The steps the trace holds, when it is a window of the training.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<crate::metrics::StepWindow>,
+}
+
+/// An LLM server over one window (`serving_window`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Serving {
+    /// The run whose window the figures are (the longest).
+    pub source: Source,
+    pub window: crate::metrics::ServingWindow,
+    /// The run whose profiler trace the engine step's parts come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps_source: Option<Source>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_steps: Option<crate::metrics::EngineSteps>,
+    /// What vLLM's profiler did (the engine-step run's, else the window's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profiler: Option<crate::metrics::ServerProfiler>,
+    /// Each process of the server, from the /proc sampler over the same window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<ServingProcess>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes_source: Option<Source>,
+}
+
+/// One process of a server over the window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServingProcess {
+    pub pid: u32,
+    /// Its name as the kernel shows it (`VLLM::Worker`), or its program.
+    pub name: String,
+    /// `api server` for the process the window attached to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// CPU time over the window's wall time.
+    pub cpu_cores: f64,
+    /// Runnable but not running, over the window's wall time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_cores: Option<f64>,
+    pub rss_peak_bytes: u64,
 }
 
 /// What one `cluster_nodes` run saw on a cluster job's nodes.

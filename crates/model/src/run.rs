@@ -74,6 +74,10 @@ pub enum Method {
     /// processes of the job, their CPU, memory and hottest Python functions per rank or actor,
     /// and the node's clock offset.
     ClusterNodes,
+    /// A running LLM server (vLLM) over one window under load: its own /metrics (latency
+    /// percentiles, token rates, queue, KV cache, preemptions), the load's client figures, and
+    /// vLLM's profiler through its endpoints after the window when the server has them.
+    ServingWindow,
 }
 
 /// How a method reaches its target.
@@ -485,6 +489,10 @@ const SPECS: &[MethodSpec] = &[
         families: &[F::CpuUtilization, F::CpuMemory, F::CpuHotspots], overhead: Low,
         "the /proc sampler and py-spy from outside each rank on every node: py-spy's sampling only (bench/bench.py); placing the node part costs srun's step start (a second or two) or Ray's upload of the binary in the job's runtime environment (a minute for the 230 MB debug build)",
         artifacts: [(NodesJson, "nodes.json")], metrics: &["per_node_clock_offset_s", "per_rank_cpu_s", "per_rank_rss_peak_bytes", "per_rank_top_functions", "stragglers"]),
+    spec!(ServingWindow, tool: None, modes: &[Attach], python_only: true, gpu: false, torch: false, function: false, options: [EngineProfileS],
+        families: &[F::CpuUtilization, F::BlockTiming], overhead: Low,
+        "/metrics read once a second; our load (8 streams) only where none was arriving, and it is the load, not a cost; vLLM's profiler runs 2 s after the window, never inside it, and its stop takes ~10 s per profiled second on a CPU build",
+        artifacts: [(ServingMetrics, "serving-metrics.txt"), (ServingRequests, "serving-requests.jsonl"), (ServingWindowJson, "serving-window.json"), (KinetoTrace, "vllm-<trace>.pt.trace.json.gz"), (TorchTable, "vllm-<rank>.profiler_out.txt")], metrics: &["requests_per_s", "generation_tokens_per_s", "ttft", "itl", "e2e", "queue", "prefill", "decode", "kv_cache_percent", "preemptions", "client", "engine_steps"]),
 ];
 
 impl Method {
@@ -683,6 +691,10 @@ pub struct RunMetrics {
     /// A cluster job seen on every node it holds (cluster_nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<crate::metrics::cluster::ClusterProfile>,
+    /// An LLM server over one window under load: its own figures, the load's client's, and
+    /// what an engine step is made of (serving_window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<crate::metrics::ServingWindow>,
 }
 
 /// One run, as `run_profiler`, `get_run` and `list_runs` return it and the session's

@@ -21,14 +21,17 @@ pub mod nvidia_smi_nvlink;
 pub mod nvidia_smi_query;
 pub mod nvidia_smi_topo;
 pub mod perf_stat;
+pub mod prometheus;
 pub mod py_spy_dump;
 pub mod pyinstrument_session;
 pub mod ray;
 pub mod scalene_json;
+pub mod serving;
 pub mod slurm;
 pub mod strace_c;
 pub mod sysstat;
 pub mod time_v;
+pub mod torch_table;
 pub mod tracemalloc_json;
 
 use system_profile_model::Parsed;

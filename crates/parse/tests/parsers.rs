@@ -11,6 +11,8 @@ mod alloc_samples;
 mod kineto;
 #[path = "parsers/mutated.rs"]
 mod mutated;
+#[path = "parsers/serving.rs"]
+mod serving;
 
 fn data_dir(format: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -18,6 +18,7 @@ mod nodes;
 mod rank_processes;
 pub mod rules;
 mod series;
+mod serving;
 pub mod session;
 mod sites;
 mod tables;
@@ -279,6 +280,7 @@ pub fn build(config: &ReportConfig, input: &SummarizeInput) -> Result<Report, Re
         across_nodes: nodes::across_nodes(&session),
         gpu: tables::gpu_rows(&session),
         torch_ops: torch_ops::torch_ops(&session),
+        serving: serving::serving(&session),
         hotspots: tables::hotspots(&config.root, &session).map(|mut t| {
             // Each file read once, however many rows and lines name it.
             let texts = std::cell::RefCell::new(BTreeMap::<String, Option<String>>::new());

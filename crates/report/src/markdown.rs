@@ -205,6 +205,7 @@ pub fn render(report: &Report) -> String {
         "## {}\n\n",
         tr(lang, "Part A: results", "パート A: 結果")
     ));
+    crate::serving::render(&mut md, report);
     cpu(&mut md, report);
     crate::rank_processes::render(&mut md, report);
     memory(&mut md, report);
@@ -230,6 +231,9 @@ pub fn render(report: &Report) -> String {
 fn summary(md: &mut String, report: &Report) {
     let lang = report.lang;
     md.push_str(&format!("## {}\n\n", tr(lang, "Summary", "要約")));
+    for line in crate::serving::summary_lines(report) {
+        md.push_str(&format!("- {line}\n"));
+    }
     let hot = report
         .hotspots
         .iter()

@@ -63,6 +63,12 @@ const BLOCKING_CALLS: &[(&str, &str)] = &[
     (".result(", "result"),
     // A database commit waits for the disk (fsync) or the server.
     (".commit(", "commit"),
+    // A thread that yields its CPU in a loop is polling for work (vLLM's engine and workers on
+    // their shared-memory queue): waiting, however much CPU the spin burns.
+    ("sched_yield(", "sched_yield"),
+    // A pool's worker taking its next item, and ZeroMQ's poll, block in C.
+    (".get(block=True", "get"),
+    ("zmq_poll(", "poll"),
 ];
 
 /// The blocking call a frame is, from its file and function.

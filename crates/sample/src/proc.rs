@@ -282,6 +282,21 @@ pub fn listening_inodes(port: u16) -> Vec<u64> {
         .collect()
 }
 
+/// The TCP addresses a process listens on (its own sockets among /proc/net/tcp{,6}'s listeners),
+/// lowest port first: where a server of its own answers.
+pub fn listening_addresses(pid: u32) -> Vec<std::net::SocketAddr> {
+    let mine = socket_inodes(pid);
+    let mut out: Vec<std::net::SocketAddr> = [procfs::net::tcp(), procfs::net::tcp6()]
+        .into_iter()
+        .flat_map(Result::unwrap_or_default)
+        .filter(|e| e.state == procfs::net::TcpState::Listen && mine.contains(&e.inode))
+        .map(|e| e.local_address)
+        .collect();
+    out.sort_by_key(|a| (a.port(), a.is_ipv6()));
+    out.dedup();
+    out
+}
+
 /// The socket inodes a process holds open, from the `socket:[inode]` links in
 /// /proc/<pid>/fd (readable for one's own processes, or with CAP_SYS_PTRACE).
 pub fn socket_inodes(pid: u32) -> Vec<u64> {

@@ -15,3 +15,4 @@ mod steps;
 mod surface;
 mod truth;
 mod util;
+mod vllm;

@@ -9,11 +9,13 @@ pub mod cluster;
 mod gpu;
 mod interconnect;
 mod own_code;
+mod serving;
 mod trace;
 
 pub use gpu::*;
 pub use interconnect::*;
 pub use own_code::{is_program_file, library_file, native_file};
+pub use serving::*;
 pub use trace::*;
 
 /// What `/usr/bin/time -v` reports for one command.

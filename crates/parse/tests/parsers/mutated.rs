@@ -9,8 +9,9 @@ use system_profile_parse::Format;
 use system_profile_parse::{
     alloc_samples, cprofile_json, folded, instrument_log, kineto, line_profile, memory_profile,
     memray_peak, memray_stats, nccl_debug, nccl_tests, nsys_stats, nvidia_smi_dmon,
-    nvidia_smi_nvlink, nvidia_smi_query, nvidia_smi_topo, perf_stat, py_spy_dump,
-    pyinstrument_session, scalene_json, slurm, strace_c, sysstat, time_v, tracemalloc_json,
+    nvidia_smi_nvlink, nvidia_smi_query, nvidia_smi_topo, perf_stat, prometheus, py_spy_dump,
+    pyinstrument_session, scalene_json, serving, slurm, strace_c, sysstat, time_v, torch_table,
+    tracemalloc_json,
 };
 
 /// Mutated inputs per fixture (fewer for the large Kineto traces, whose parse is heavier).
@@ -163,6 +164,15 @@ fn parse_as(format: &str, text: &str) -> usize {
         "mpstat" => sysstat::mpstat(text).diagnostics.len(),
         "pidstat" => sysstat::pidstat(text).diagnostics.len(),
         "vmstat" => sysstat::vmstat(text).diagnostics.len(),
+        // Its files are the scrapes (Prometheus text), the window's account and requests (JSON)
+        // and vLLM's operator table: each read by its own parser.
+        "serving" => {
+            prometheus::parse(text).diagnostics.len()
+                + torch_table::parse(text).diagnostics.len()
+                + serving::window(text, &Default::default(), Some(text))
+                    .diagnostics
+                    .len()
+        }
         other => panic!("no parser for the fixture folder {other}: add it here"),
     }
 }

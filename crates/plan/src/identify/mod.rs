@@ -516,7 +516,7 @@ pub async fn identify_on(
     if let Some((_, id)) = &named {
         if let Some(recipe) = recipes.get(id) {
             let words: Vec<String> = reading.frameworks.iter().map(|(p, _)| p.clone()).collect();
-            let (m, procs) = framework_match(
+            let (mut m, procs) = framework_match(
                 mach,
                 recipe,
                 &table,
@@ -524,6 +524,19 @@ pub async fn identify_on(
                 answers.as_ref(),
                 launch.as_deref(),
             );
+            // A running framework's interpreter is its processes' (their venv's), not the
+            // server's default: its package, its version and the profilers beside it are there.
+            if b.t.kind == TargetKind::Unknown && explicit_interp.is_none() {
+                if let Some(choice) =
+                    running_python(mach, &procs, &table, opts, recipe.package.as_deref()).await
+                {
+                    if let (Some(p), Some(v)) = (&recipe.package, &choice.1) {
+                        m.package = Some(p.clone());
+                        m.package_version = Some(v.clone());
+                    }
+                    b.t.python = Some(choice.0);
+                }
+            }
             if b.t.kind == TargetKind::Unknown {
                 b.t.kind = TargetKind::Framework;
                 name_framework(&mut b, recipe, m, procs, &table, &opts.cwd);

@@ -120,3 +120,34 @@ pub(super) fn choose_python(
         "the server's default interpreter".into(),
     )
 }
+
+/// The interpreter of a running framework's first Python root process, with `package`'s
+/// version as that interpreter sees it; `None` where no root runs Python.
+pub(super) async fn running_python(
+    mach: &dyn Machine,
+    procs: &[ProcessInfo],
+    table: &crate::procinfo::Table,
+    opts: &IdentifyOptions,
+    package: Option<&str>,
+) -> Option<(PythonChoice, Option<String>)> {
+    let pids: Vec<u32> = procs.iter().map(|p| p.pid).collect();
+    let roots = table.roots(&pids);
+    let root = procs
+        .iter()
+        .find(|p| roots.contains(&p.pid) && p.is_python)?;
+    let mut choice = process_python(mach, root);
+    let q = Questions {
+        versions: package.iter().map(|p| p.to_string()).collect(),
+        ..Default::default()
+    };
+    let mut version = None;
+    if let Ok(a) = mach
+        .ask_python(&choice.requested, &opts.cwd, &q, opts.helper_timeout)
+        .await
+    {
+        choice.executable = Some(a.executable.clone());
+        choice.version = Some(a.version.clone());
+        version = package.and_then(|p| a.versions.get(p).cloned().flatten());
+    }
+    Some((choice, version))
+}

@@ -12,7 +12,12 @@ pub(super) fn dedupe(drafts: Vec<Draft>) -> Vec<Draft> {
     let mut unique: Vec<Draft> = Vec::new();
     for d in drafts {
         if unique.iter().any(|u| {
-            subsumes(u.method, d.method) && u.run.target == d.run.target && u.run.env == d.run.env
+            // The same method with other options (vLLM's profiler after a window, or not) is
+            // another measurement.
+            subsumes(u.method, d.method)
+                && u.run.target == d.run.target
+                && u.run.env == d.run.env
+                && (u.method != d.method || u.run.options == d.run.options)
         }) {
             continue;
         }

@@ -258,47 +258,43 @@ async fn vllm_on_a_gpu_machine_profiles_every_component_under_load() {
         p.focus,
         vec![Focus::Cpu, Focus::Gpu, Focus::Memory, Focus::Interconnect]
     );
-    let load = p
-        .steps
-        .iter()
-        .find(|s| s.run_profiler.label.as_deref() == Some("load"))
-        .expect("a load step");
-    let RunTarget::Command { command, .. } = &load.run_profiler.target else {
-        panic!("load is a command")
-    };
-    assert_eq!(&command[..3], ["vllm", "bench", "serve"]);
-    assert!(
-        command
-            .windows(2)
-            .any(|w| w == ["--base-url", "http://127.0.0.1:8123"]),
-        "{command:?}"
+    // One window for the server: its own /metrics under load (the user's, else ours), with
+    // py-spy on the API server following every child (the engine core, both workers) beside it.
+    let windows = steps_of(&p, Method::ServingWindow);
+    assert_eq!(
+        windows.len(),
+        2,
+        "the window, and the engine step's profile after its own"
     );
-    assert!(
-        command
-            .windows(2)
-            .any(|w| w == ["--model", "facebook/opt-125m"]),
-        "{command:?}"
+    let load = windows[0];
+    assert_eq!(
+        load.run_profiler.target,
+        RunTarget::Pid {
+            pid: fx.vllm_api_pid
+        }
     );
-    // py-spy on the API server, the engine core and both workers, while the load runs.
+    assert_eq!(load.run_profiler.options.engine_profile_s, Some(0.0));
+    assert_eq!(windows[1].run_profiler.options.engine_profile_s, Some(2.0));
+    assert!(
+        windows[1].alongside.is_none(),
+        "no sampler sees the trace being written"
+    );
     let spies = steps_of(&p, Method::PySpyRecord);
-    let mut pids: Vec<u32> = spies
-        .iter()
-        .map(|s| match s.run_profiler.target {
-            RunTarget::Pid { pid } => pid,
-            _ => panic!("py-spy attaches"),
-        })
-        .collect();
-    pids.sort_unstable();
-    let mut want: Vec<u32> = target
-        .framework
-        .as_ref()
-        .unwrap()
-        .components
-        .iter()
-        .flat_map(|c| c.pids.clone())
-        .collect();
-    want.sort_unstable();
-    assert_eq!(pids, want);
+    assert_eq!(spies.len(), 1, "{spies:#?}");
+    assert_eq!(
+        spies[0].run_profiler.target,
+        RunTarget::Pid {
+            pid: fx.vllm_api_pid
+        }
+    );
+    assert_eq!(spies[0].run_profiler.options.subprocesses, Some(true));
+    let tree: Vec<u32> = target.processes.iter().map(|p| p.pid).collect();
+    for c in &target.framework.as_ref().unwrap().components {
+        assert!(
+            c.pids.iter().all(|p| tree.contains(p)),
+            "{c:?} outside the API server's tree"
+        );
+    }
     assert!(spies
         .iter()
         .all(|s| s.alongside.as_deref() == Some(load.id.as_str()) && s.run_profiler.background));
@@ -356,7 +352,8 @@ async fn vllm_on_a_gpu_machine_profiles_every_component_under_load() {
     let own_pos = p.steps.iter().position(|s| s.id == own.id).unwrap();
     let profiled_pos = p.steps.iter().position(|s| s.id == profiled.id).unwrap();
     assert!(own_pos < profiled_pos, "the server starts before the load");
-    // On this machine the GPU parts are skipped with the reason, and the load generator too.
+    // On this machine the GPU parts are skipped with the reason; the window needs no program
+    // of the machine's (its load is its own), so the samplers still run beside it.
     let real = real_detect().await;
     let here = plan(
         &target,
@@ -369,14 +366,12 @@ async fn vllm_on_a_gpu_machine_profiles_every_component_under_load() {
         .skipped
         .iter()
         .any(|s| s.method == Method::NcclDebug && s.reason.contains("no NVIDIA GPU")));
+    let window = steps_of(&here, Method::ServingWindow)[0];
     assert!(here
-        .skipped
+        .steps
         .iter()
-        .any(|s| s.step == "load" && s.reason.contains("`vllm` is not on PATH")));
-    assert!(
-        here.steps.iter().all(|s| s.alongside.is_none()),
-        "nothing runs alongside a load that is not there"
-    );
+        .filter(|s| s.alongside.is_some())
+        .all(|s| s.alongside.as_deref() == Some(window.id.as_str())));
 }
 
 #[tokio::test]

@@ -84,6 +84,19 @@ pub use system_profile_model::plan::{CHURN_MIN_MINOR_FAULTS, CHURN_SYS_SHARE};
 pub const ALLOC_SITE_SHARE: f64 = 0.25;
 pub const ALLOC_SITE_MIN_BYTES: u64 = 32 << 20;
 
+/// A serving window: requests queued for at least this share of their end-to-end time; a KV
+/// cache at least this full; prefill at least this share of the time to first token and this
+/// long (a 10 ms prefill is no change worth flags); at least this share of a client's TTFT (and
+/// this long) passing before the engine saw the request, or the API server's process wanting
+/// at least this many cores (one process: one core is all it can use).
+pub const SERVING_QUEUE_SHARE: f64 = 0.2;
+pub const SERVING_KV_FULL_PERCENT: f64 = 90.0;
+pub const SERVING_PREFILL_SHARE_OF_TTFT: f64 = 0.5;
+pub const SERVING_PREFILL_MIN_S: f64 = 0.05;
+pub const SERVING_OUTSIDE_SHARE: f64 = 0.5;
+pub const SERVING_OUTSIDE_MIN_S: f64 = 0.02;
+pub const SERVING_API_SERVER_CORES: f64 = 0.9;
+
 /// A rule: its id and the check that turns rows into drafts.
 mod churn;
 mod cpu;
@@ -92,6 +105,7 @@ mod gpu;
 mod memory;
 mod native;
 mod ranks;
+mod serving;
 mod switches;
 mod torch;
 
@@ -102,6 +116,8 @@ use gpu::*;
 use memory::*;
 use native::*;
 use ranks::*;
+pub(crate) use serving::API_SERVER;
+use serving::*;
 use switches::*;
 use torch::*;
 pub(crate) use torch::{slowdown, TORCH_DISTURBED_RATIO};
@@ -297,6 +313,26 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "nccl_socket_fallback",
         check: nccl_socket_fallback,
+        about: About::Program,
+    },
+    Rule {
+        id: "serving_queue_bound",
+        check: serving_queue_bound,
+        about: About::Program,
+    },
+    Rule {
+        id: "serving_kv_cache_pressure",
+        check: serving_kv_cache_pressure,
+        about: About::Program,
+    },
+    Rule {
+        id: "serving_prefill_bound",
+        check: serving_prefill_bound,
+        about: About::Program,
+    },
+    Rule {
+        id: "serving_api_server_bound",
+        check: serving_api_server_bound,
         about: About::Program,
     },
 ];

@@ -64,6 +64,7 @@ registry! {
     pyinstrument { pyinstrument => [Pyinstrument] },
     scalene { scalene => [Scalene] },
     cluster { cluster_nodes => [ClusterNodes] },
+    serving { serving_window => [ServingWindow] },
 }
 
 #[cfg(test)]
@@ -177,6 +178,7 @@ mod tests {
             ("scalene_runner", scalene::SCALENE_RUNNER),
             ("alloc_sample_runner", alloc_sample::SAMPLER_RUNNER),
             ("memray_window_runner", memray::MEMRAY_WINDOW_RUNNER),
+            ("serving_window", serving::SERVING_WINDOW),
         ] {
             let out = python(
                 &[

@@ -19,13 +19,27 @@ pub(crate) fn esc(s: &str) -> String {
         .replace(['\n', '\r'], " ")
 }
 
-/// Our sentences, which quote user text in backticks already: only HTML is kept out.
+/// Our sentences, which quote user text in backticks already: only HTML is kept out, and only
+/// outside the code spans (Markdown shows `&lt;` there as it is: `<locals>` stays readable).
+/// A span holding a newline would end in a table; newlines become spaces everywhere.
 fn prose(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('|', "\\|")
-        .replace(['\n', '\r'], " ")
+    let parts: Vec<&str> = s.split('`').collect();
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let part = part.replace('|', "\\|").replace(['\n', '\r'], " ");
+            // A span is closed by a later backtick; after an unmatched one, HTML is read again.
+            if i % 2 == 1 && i + 1 < parts.len() {
+                part
+            } else {
+                part.replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("`")
 }
 
 /// User text in a code span: HTML is not read there, only a backtick ends it, so the span
@@ -254,14 +268,14 @@ fn summary(md: &mut String, report: &Report) {
         md.push_str(&tr(
             lang,
             format!(
-                "- Most CPU: `{}`{} with {} of the samples in its own code.\n",
-                esc(&h.function),
+                "- Most CPU: {}{} with {} of the samples in its own code.\n",
+                code(&h.function),
                 esc(&at),
                 pct(h.self_percent)
             ),
             format!(
-                "- CPU 最大: `{}`{}、自身のコードでサンプルの {}。\n",
-                esc(&h.function),
+                "- CPU 最大: {}{}、自身のコードでサンプルの {}。\n",
+                code(&h.function),
                 esc(&at),
                 pct(h.self_percent)
             ),
@@ -276,15 +290,15 @@ fn summary(md: &mut String, report: &Report) {
         md.push_str(&tr(
             lang,
             format!(
-                "- Sampled while blocked, not working: `{}` in `{}` ({} of the samples).\n",
-                esc(w.waits_in.as_deref().unwrap_or("?")),
-                esc(&w.function),
+                "- Sampled while blocked, not working: {} in {} ({} of the samples).\n",
+                code(w.waits_in.as_deref().unwrap_or("?")),
+                code(&w.function),
                 pct(w.self_percent)
             ),
             format!(
-                "- 待機中（処理ではない）のサンプル: `{}` 内の `{}`（サンプルの {}）。\n",
-                esc(&w.function),
-                esc(w.waits_in.as_deref().unwrap_or("?")),
+                "- 待機中（処理ではない）のサンプル: {} 内の {}（サンプルの {}）。\n",
+                code(&w.function),
+                code(w.waits_in.as_deref().unwrap_or("?")),
                 pct(w.self_percent)
             ),
         ));
@@ -764,6 +778,16 @@ fn recommendations(md: &mut String, report: &Report) {
             r.gain.memory_bytes,
             r.gain.memory_percent,
         ) {
+            // A serving rule's time is a share of the mean request, not of a run's wall.
+            (Some(t), Some(w), _, _) if r.rule.starts_with("serving_") => tr(
+                lang,
+                format!("{} a request ({} of its mean latency)", secs(t), pct(w)),
+                format!(
+                    "1 リクエストあたり {}（平均レイテンシの {}）",
+                    secs(t),
+                    pct(w)
+                ),
+            ),
             (Some(t), Some(w), _, _) => tr(
                 lang,
                 format!("{} ({} of wall time)", secs(t), pct(w)),
@@ -893,6 +917,16 @@ fn part_b(md: &mut String, report: &Report) {
 #[cfg(test)]
 mod escape_tests {
     use super::*;
+
+    #[test]
+    fn our_sentences_keep_code_spans_readable_and_html_out() {
+        assert_eq!(
+            prose("fewer calls to `_make_iterencode.<locals>._iterencode_dict` <b>"),
+            "fewer calls to `_make_iterencode.<locals>._iterencode_dict` &lt;b&gt;"
+        );
+        // An unmatched backtick opens no span: what follows it is escaped.
+        assert_eq!(prose("a `x` b `<script>"), "a `x` b `&lt;script&gt;");
+    }
 
     #[test]
     fn user_text_opens_no_html_and_breaks_no_table() {

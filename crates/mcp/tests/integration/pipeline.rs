@@ -495,14 +495,6 @@ fn load(s: &Scratch, port: u16) -> Service {
     Service { child, pid }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn a_web_service_by_pid_and_by_name_finds_the_hot_handler() {
     if !profilers_here() {

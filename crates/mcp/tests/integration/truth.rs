@@ -4,7 +4,7 @@
 //! scenario): every recommendation is true, the scenario's main truth is among the top two,
 //! every CPU figure says what it covered, and no gain exceeds its whole.
 
-use crate::util::{path_with_venv, profile_report, require, wait_until, workspace_root};
+use crate::util::{free_port, path_with_venv, profile_report, require, wait_until, workspace_root};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -131,14 +131,6 @@ fn subst(v: &Value, port: u16, pid: u32) -> Vec<String> {
                 .replace("{pid}", &pid.to_string())
         })
         .collect()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Start what the scenario needs beside the target, and say the target in words.

@@ -41,6 +41,15 @@ pub fn require(what: &str, present: bool) -> bool {
     present
 }
 
+/// A TCP port on loopback that nothing listens on now, picked by the kernel.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// PATH with the project's venv first, as `.ci/run` sets it up.
 pub fn path_with_venv() -> String {
     let venv = workspace_root().join(".venv/bin");

@@ -12,12 +12,16 @@ pub(super) fn dedupe(drafts: Vec<Draft>) -> Vec<Draft> {
     let mut unique: Vec<Draft> = Vec::new();
     for d in drafts {
         if unique.iter().any(|u| {
-            // The same method with other options (vLLM's profiler after a window, or not) is
-            // another measurement.
+            // A running process observed twice by one method with other options is two windows
+            // at two times (vLLM's figures, then its profiler after a window of its own); a
+            // command started twice by one method is one run.
+            let another_window = u.method == d.method
+                && matches!(d.run.target, RunTarget::Pid { .. })
+                && u.run.options != d.run.options;
             subsumes(u.method, d.method)
                 && u.run.target == d.run.target
                 && u.run.env == d.run.env
-                && (u.method != d.method || u.run.options == d.run.options)
+                && !another_window
         }) {
             continue;
         }

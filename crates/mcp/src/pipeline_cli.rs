@@ -175,6 +175,10 @@ pub async fn run(
         eprintln!("system-profile: name a target: a script (examples/cpu_hotspot.py), a command, `pid 4121`, a service name, or a focus word (`memory`)");
         return Ok(ExitCode::from(2));
     }
+    if let Some(problem) = system_profile_plan::identify::pid_without_a_pid(&args.words) {
+        eprintln!("system-profile: {problem}");
+        return Ok(ExitCode::from(2));
+    }
     let display = Display::new(args.lang);
     let config = PipelineConfig {
         target,

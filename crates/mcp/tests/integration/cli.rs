@@ -407,3 +407,26 @@ fn lang_ja_reaches_the_progress_lines_run_labels_statuses_and_part_b() {
     assert!(text.contains("変更（元に戻し済み）"), "{text}");
     assert!(!text.contains("decorator on"), "{text}");
 }
+
+/// `pid` followed by anything but a positive integer is a usage error: nothing is identified
+/// as a module (`abc` is the standard library's) or a service (`-5` matched a shell).
+#[test]
+fn profile_pid_without_a_pid_is_a_usage_error_and_runs_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    for bad in [&["pid", "abc"][..], &["pid", "-5"], &["pid", "0"]] {
+        let out = Command::new(BIN)
+            .arg("profile")
+            .arg("--root")
+            .arg(root.path())
+            .args(bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("positive integer"), "{bad:?}: {stderr}");
+        assert!(
+            !root.path().join("profile_output").exists(),
+            "{bad:?} ran something"
+        );
+    }
+}

@@ -13,9 +13,10 @@ use std::time::Duration;
 /// Scenarios run one at a time, across processes too (nextest runs each test in its own):
 /// each is a truth about CPU time, which two at once would change (the other tests beside
 /// them are load they must withstand anyway). An exclusive flock, released with the file.
-struct OneScenario(#[allow(dead_code)] std::fs::File);
+/// The real vLLM server takes it too: its idle workers spin a whole core for minutes.
+pub(crate) struct OneScenario(#[allow(dead_code)] std::fs::File);
 
-fn one_scenario() -> OneScenario {
+pub(crate) fn one_scenario() -> OneScenario {
     use std::os::fd::AsRawFd;
     let f = std::fs::OpenOptions::new()
         .create(true)

@@ -22,6 +22,7 @@ use frameworks::*;
 use launcher::*;
 pub use machine::{FileKind, Live, Machine};
 use python::*;
+pub use reading::pid_without_a_pid;
 use reading::*;
 use resolve::*;
 use std::collections::BTreeMap;

@@ -31,6 +31,26 @@ pub(super) fn resolve_path(mach: &dyn Machine, cwd: &Path, word: &str) -> PathBu
         .collect()
 }
 
+/// What is wrong with a target that opens with `pid` not followed by a process id (`pid abc`,
+/// `pid -5`, `pid 0`, a `pid` alone): a usage error, never a script, a module or a service of
+/// that name. A `pid` later among the words may be a program's own argument.
+pub fn pid_without_a_pid(words: &[String]) -> Option<String> {
+    let at = 0;
+    if !matches!(words.first()?.to_lowercase().as_str(), "pid" | "--pid") {
+        return None;
+    }
+    let next = words.get(at + 1);
+    match next.map(|n| n.parse::<u32>()) {
+        Some(Ok(pid)) if pid > 0 => None,
+        _ => Some(format!(
+            "`{}` must be followed by a process id, a positive integer (`pid 4121`){}",
+            words[at],
+            next.map(|n| format!(": `{}` is not one", n.chars().take(40).collect::<String>()))
+                .unwrap_or_else(|| ": none was given".into())
+        )),
+    }
+}
+
 /// A PID given as `pid 4121`, `pid:4121`, `PID=4121`, `--pid 4121`, `-p 4121` or `4121`;
 /// returns the PID and how many words it used.
 pub(super) fn read_pid(words: &[String]) -> Option<(u32, usize)> {
@@ -446,6 +466,11 @@ pub(super) fn read_words(
                 continue;
             }
         }
+        if let Some(problem) = pid_without_a_pid(&words[i..(i + 2).min(words.len())]) {
+            b.ask(format!("{problem}. Which process?"));
+            i += 2;
+            continue;
+        }
         if let Some((pid, used)) = read_pid(&words[i..]) {
             r.pids.push(pid);
             i += used;
@@ -507,4 +532,30 @@ pub(super) fn read_words(
         }
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[&str]) -> Vec<String> {
+        w.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_pid_word_takes_a_positive_integer_or_is_a_usage_error() {
+        assert_eq!(pid_without_a_pid(&words(&["pid", "4121"])), None);
+        assert_eq!(pid_without_a_pid(&words(&["PID", "4121", "memory"])), None);
+        for bad in [
+            &["pid", "abc"][..],
+            &["pid", "-5"],
+            &["--pid", "0"],
+            &["pid"],
+        ] {
+            let problem = pid_without_a_pid(&words(bad)).unwrap_or_else(|| panic!("{bad:?}"));
+            assert!(problem.contains("positive integer"), "{problem}");
+        }
+        // A program's own `--pid` argument is the program's.
+        assert_eq!(pid_without_a_pid(&words(&["train.py", "--pid", "x"])), None);
+    }
 }

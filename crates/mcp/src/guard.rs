@@ -79,9 +79,11 @@ impl Policy {
             }
         }
         if let Auth::Token(token) = &self.auth {
+            // HTTP's scheme names are case-insensitive (RFC 9110 §11.1): `bearer` is `Bearer`.
             let given = authorization
-                .and_then(|a| a.strip_prefix("Bearer "))
-                .map(str::trim);
+                .and_then(|a| a.trim_start().split_once(' '))
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, token)| token.trim());
             if !given.is_some_and(|g| same_secret(g.as_bytes(), token.as_bytes())) {
                 return Err(Refusal {
                     status: 401,
@@ -221,6 +223,9 @@ mod tests {
         let p = policy(Auth::Token("s3cret".into()));
         let ok = Some("Bearer s3cret");
         assert_eq!(p.check(Some("127.0.0.1:8765"), None, ok), Ok(()));
+        for scheme in ["bearer s3cret", "BEARER s3cret"] {
+            assert_eq!(p.check(Some("127.0.0.1:8765"), None, Some(scheme)), Ok(()));
+        }
         assert_eq!(p.check(Some("localhost:8765"), None, ok), Ok(()));
         assert_eq!(p.check(Some("[::1]:8765"), None, ok), Ok(()));
         assert_eq!(
@@ -256,6 +261,7 @@ mod tests {
             Some("Bearer wrong"),
             Some("s3cret"),
             Some("Bearer s3cre"),
+            Some("Basic s3cret"),
         ] {
             let r = p.check(Some("127.0.0.1:8765"), None, bad).unwrap_err();
             assert_eq!(r.status, 401, "{bad:?}");

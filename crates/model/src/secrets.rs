@@ -45,6 +45,9 @@ pub fn is_secret_name(name: &str) -> bool {
     let upper = name.trim_start_matches('-').to_ascii_uppercase();
     upper.split(['_', '-', '.']).any(|w| WORDS.contains(&w))
         || ENDS.iter().any(|e| upper.ends_with(e))
+        // `MYSQL_PWD`, `DB_PWD`: a password by the name its client reads; `PWD` alone is the
+        // shell's working directory.
+        || upper.ends_with("_PWD")
 }
 
 /// The shortest value scrubbed wherever it appears: shorter ones (`1`, `true`, `user`) would
@@ -346,6 +349,8 @@ mod tests {
             "SENTRY_DSN",
             "--api-key",
             "--password",
+            "MYSQL_PWD",
+            "REDIS_PASSWORD",
         ] {
             assert!(is_secret_name(secret), "{secret}");
         }
@@ -358,6 +363,8 @@ mod tests {
             "MONKEY_MODE",
             "--nproc_per_node",
             "HOME",
+            "PWD",
+            "OLDPWD",
         ] {
             assert!(!is_secret_name(plain), "{plain}");
         }

@@ -17,6 +17,8 @@ pub(crate) fn esc(s: &str) -> String {
         .replace('|', "\\|")
         .replace('`', "\\`")
         .replace(['\n', '\r'], " ")
+        // A NUL (an argv can hold one) is no text a reader can see or a file should hold.
+        .replace('\0', "\\0")
 }
 
 /// Our sentences, which quote user text in backticks already: only HTML is kept out, and only
@@ -28,7 +30,10 @@ fn prose(s: &str) -> String {
         .iter()
         .enumerate()
         .map(|(i, part)| {
-            let part = part.replace('|', "\\|").replace(['\n', '\r'], " ");
+            let part = part
+                .replace('|', "\\|")
+                .replace(['\n', '\r'], " ")
+                .replace('\0', "\\0");
             // A span is closed by a later backtick; after an unmatched one, HTML is read again.
             if i % 2 == 1 && i + 1 < parts.len() {
                 part
@@ -45,7 +50,10 @@ fn prose(s: &str) -> String {
 /// User text in a code span: HTML is not read there, only a backtick ends it, so the span
 /// takes more backticks than the text holds in a row.
 pub(crate) fn code(s: &str) -> String {
-    let text = s.replace(['\n', '\r'], " ").replace('|', "\\|");
+    let text = s
+        .replace(['\n', '\r'], " ")
+        .replace('|', "\\|")
+        .replace('\0', "\\0");
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(if text.contains('`') { longest + 1 } else { 1 });
     let pad = if text.starts_with('`') || text.ends_with('`') {
@@ -926,6 +934,10 @@ mod escape_tests {
         );
         // An unmatched backtick opens no span: what follows it is escaped.
         assert_eq!(prose("a `x` b `<script>"), "a `x` b `&lt;script&gt;");
+        // No NUL reaches report.md, in a span or out of one.
+        for text in [esc("a\0b"), code("a\0b"), prose("`a\0b` c\0")] {
+            assert!(!text.contains('\0'), "{text:?}");
+        }
     }
 
     #[test]

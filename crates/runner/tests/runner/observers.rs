@@ -121,9 +121,10 @@ async fn py_spy_as_an_observer_sees_the_programs_first_moments() {
         (0.2..0.5).contains(&share),
         "opening {opening} and rest {rest} samples: {share:.2} of them, a third by the clock"
     );
-    // time -v counts the program from its start, not from the wait at its gate.
+    // time -v counts the program from its start, not from the wait at its gate: its 1.8 s of
+    // spinning, less the clocks' granularity (1.798 s was read once against 1.8).
     let t = e.metrics.time_v.as_ref().unwrap();
-    assert!(t.wall_s >= 1.8, "{t:?}");
+    assert!(t.wall_s >= 1.79, "{t:?}");
     assert!(
         t.wall_s < e.wall_s + 0.05,
         "{t:?} against the run's {}",

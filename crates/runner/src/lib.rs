@@ -143,6 +143,18 @@ fn command_of(input: &RunProfilerInput) -> Result<Vec<String>, RunError> {
     }
 }
 
+/// The PID a method that only reads a running process is given; `what` says what it reads
+/// there, for the error when it was given something else.
+fn running_pid(input: &RunProfilerInput, what: &str) -> Result<u32, RunError> {
+    match input.target {
+        RunTarget::Pid { pid } => Ok(pid),
+        _ => Err(RunError::new(
+            RunErrorKind::BadTarget,
+            format!("{} {what}: give target.pid", input.profiler.id()),
+        )),
+    }
+}
+
 /// A method of this machine given a cluster job: its nodes are reached by `cluster_nodes`.
 fn on_a_cluster_job(input: &RunProfilerInput, job: &str) -> RunError {
     RunError::new(

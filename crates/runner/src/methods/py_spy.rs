@@ -217,12 +217,7 @@ pub(crate) async fn py_spy_dump(
     input: &RunProfilerInput,
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
-    let RunTarget::Pid { pid } = input.target else {
-        return Err(RunError::new(
-            RunErrorKind::BadTarget,
-            "py_spy_dump reads a running process: give target.pid",
-        ));
-    };
+    let pid = running_pid(input, "reads a running process")?;
     let argv: Vec<String> = vec![
         "py-spy".into(),
         "dump".into(),

@@ -53,12 +53,7 @@ pub(crate) async fn serving_window(
     input: &RunProfilerInput,
     place: &RunPlace,
 ) -> Result<Execution, RunError> {
-    let RunTarget::Pid { pid } = input.target else {
-        return Err(RunError::new(
-            RunErrorKind::BadTarget,
-            "serving_window observes a running server: give target.pid (the API server's)",
-        ));
-    };
+    let pid = running_pid(input, "observes a running server (the API server's PID)")?;
     let urls = candidate_urls(pid);
     if urls.is_empty() {
         return Err(RunError::new(

@@ -2,9 +2,13 @@
 //! names, paths and code left as they are.
 
 mod hotspots;
+mod part_b;
+mod recommendations;
 
 use crate::fmt::{bytes, bytes_f, cell, gbps, num, pct, rate, secs, tr, us};
 use hotspots::hotspots;
+use part_b::part_b;
+use recommendations::recommendations;
 use system_profile_model::instrument::{ChangeState, ChangeType};
 use system_profile_model::report::{Confidence, Lang, Report, Source};
 
@@ -759,167 +763,6 @@ fn charts(md: &mut String, report: &Report) {
             relative_link(&report.session, &c.path)
         ));
     }
-}
-
-fn recommendations(md: &mut String, report: &Report) {
-    let lang = report.lang;
-    md.push_str(&format!(
-        "### {}\n\n",
-        tr(
-            lang,
-            "Recommendations, by expected impact",
-            "推奨事項（期待される効果の順）"
-        )
-    ));
-    if report.recommendations.is_empty() {
-        md.push_str(&tr(
-            lang,
-            "_No rule fired: nothing measured crosses a threshold that would justify a change._\n\n",
-            "_どのルールも該当しなかった: 変更を正当化する閾値を超えた測定値はない。_\n\n",
-        ));
-        return;
-    }
-    for (i, r) in report.recommendations.iter().enumerate() {
-        let gain = match (
-            r.gain.time_s,
-            r.gain.wall_percent,
-            r.gain.memory_bytes,
-            r.gain.memory_percent,
-        ) {
-            // A serving rule's time is a share of the mean request, not of a run's wall.
-            (Some(t), Some(w), _, _) if r.rule.starts_with("serving_") => tr(
-                lang,
-                format!("{} a request ({} of its mean latency)", secs(t), pct(w)),
-                format!(
-                    "1 リクエストあたり {}（平均レイテンシの {}）",
-                    secs(t),
-                    pct(w)
-                ),
-            ),
-            (Some(t), Some(w), _, _) => tr(
-                lang,
-                format!("{} ({} of wall time)", secs(t), pct(w)),
-                format!("{}（実時間の {}）", secs(t), pct(w)),
-            ),
-            (Some(t), None, _, _) => secs(t),
-            (None, _, Some(m), Some(p)) => tr(
-                lang,
-                format!("{} ({} of the memory)", bytes(m), pct(p)),
-                format!("{}（メモリの {}）", bytes(m), pct(p)),
-            ),
-            (None, _, Some(m), None) => bytes(m),
-            _ => match r.gain.cpu_percent {
-                Some(c) => tr(
-                    lang,
-                    format!("{} of the process's CPU time", pct(c)),
-                    format!("プロセスの CPU 時間の {}", pct(c)),
-                ),
-                None => tr(lang, "not estimated", "見積りなし"),
-            },
-        };
-        md.push_str(&format!("{}. **{}**\n", i + 1, prose(&r.title)));
-        md.push_str(&format!("   {}\n", r.action));
-        md.push_str(&format!(
-            "   - {}: {gain}; {}: {}; {}: {}\n",
-            tr(lang, "Expected gain", "期待効果"),
-            tr(lang, "confidence", "確度"),
-            confidence(lang, r.confidence),
-            tr(lang, "evidence", "根拠"),
-            r.evidence.join("; ")
-        ));
-    }
-    md.push('\n');
-}
-
-fn part_b(md: &mut String, report: &Report) {
-    let lang = report.lang;
-    md.push_str(&format!(
-        "## {}\n\n",
-        tr(
-            lang,
-            "Part B: instrumentation change log",
-            "パート B: 計測コードの変更履歴"
-        )
-    ));
-    let c = &report.changes;
-    if c.rows.is_empty() {
-        md.push_str(&tr(
-            lang,
-            "No file was created or modified for this profile.\n\n",
-            "このプロファイルのために作成・変更したファイルはない。\n\n",
-        ));
-    } else {
-        let rows: Vec<Vec<String>> = c
-            .rows
-            .iter()
-            .map(|r| {
-                let kind = match (r.change_type, lang) {
-                    (ChangeType::Created, Lang::En) => "created",
-                    (ChangeType::Modified, Lang::En) => "modified",
-                    (ChangeType::Created, Lang::Ja) => "作成",
-                    (ChangeType::Modified, Lang::Ja) => "変更",
-                };
-                let state = if r.state == ChangeState::Reverted {
-                    tr(lang, " (reverted)", "（元に戻し済み）")
-                } else {
-                    String::new()
-                };
-                vec![
-                    code(&r.file),
-                    format!("{kind}{state}"),
-                    format!(
-                        "{} ({})",
-                        prose(match (lang, &r.what_ja) {
-                            (Lang::Ja, Some(ja)) => ja,
-                            _ => &r.what,
-                        }),
-                        r.id
-                    ),
-                    r.lines.clone(),
-                ]
-            })
-            .collect();
-        table(
-            md,
-            &heads(
-                lang,
-                &[
-                    ("File", "ファイル"),
-                    ("Change type", "変更種別"),
-                    ("What was added or changed", "追加・変更内容"),
-                    ("Lines", "行"),
-                ],
-            ),
-            &rows,
-        );
-    }
-    if c.other_sessions_changes > 0 {
-        md.push_str(&tr(
-            lang,
-            format!(
-                "{} change(s) of earlier sessions, all reverted, are left out: `list_changes` with `include_reverted` lists them, and `profile_output/ledger.json` holds them.\n\n",
-                c.other_sessions_changes
-            ),
-            format!(
-                "以前のセッションの変更 {} 件（すべて元に戻し済み）は省略。`list_changes`（`include_reverted`）で一覧でき、`profile_output/ledger.json` にある。\n\n",
-                c.other_sessions_changes
-            ),
-        ));
-    }
-    if !c.drifted.is_empty() {
-        md.push_str(&tr(
-            lang,
-            format!(
-                "Edited by someone else since: {}.\n\n",
-                c.drifted.join(", ")
-            ),
-            format!(
-                "その後ほかの人が編集したファイル: {}。\n\n",
-                c.drifted.join(", ")
-            ),
-        ));
-    }
-    md.push_str(&format!("{}\n", c.offer));
 }
 
 #[cfg(test)]

@@ -251,3 +251,109 @@ pub(super) fn serving_api_server_bound(inputs: &Inputs) -> Vec<Draft> {
 
 /// The role the serving table gives the process it attached to.
 pub(crate) const API_SERVER: &str = "api server";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Session;
+    use system_profile_model::report::{Report, ServingProcess, Source};
+
+    /// The real window the parser's fixture holds (vLLM 0.32.0's CPU build under our 8 streams).
+    fn fixture_window() -> ServingWindow {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../parse/tests/data/serving");
+        let read = |n: &str| std::fs::read_to_string(dir.join(n)).unwrap();
+        let account = serde_json::from_str(&read("vllm-0.32.0-cpu-window.json")).unwrap();
+        let requests = read("vllm-0.32.0-cpu-window.requests.jsonl");
+        system_profile_parse::serving::window(
+            &read("vllm-0.32.0-cpu-window.metrics.txt"),
+            &account,
+            Some(&requests),
+        )
+        .value
+        .unwrap()
+    }
+
+    fn fired(window: ServingWindow, processes: Vec<ServingProcess>) -> Vec<&'static str> {
+        let session = Session {
+            name: "s".into(),
+            dir: "s".into(),
+            logical_cpus: Some(2),
+            runs: Vec::new(),
+            traces: Vec::new(),
+            instrument: Vec::new(),
+            notes: Vec::new(),
+            not_run: Vec::new(),
+        };
+        let report = Report {
+            serving: Some(Serving {
+                source: Source {
+                    run_id: "r1".into(),
+                    artifact: None,
+                },
+                window,
+                processes,
+                ..Serving::default()
+            }),
+            ..Report::default()
+        };
+        let inputs = Inputs {
+            session: &session,
+            report: &report,
+            lang: Lang::En,
+        };
+        [
+            (
+                "serving_queue_bound",
+                serving_queue_bound as fn(&Inputs) -> Vec<Draft>,
+            ),
+            ("serving_kv_cache_pressure", serving_kv_cache_pressure),
+            ("serving_prefill_bound", serving_prefill_bound),
+            ("serving_api_server_bound", serving_api_server_bound),
+        ]
+        .into_iter()
+        .filter(|(_, rule)| !rule(&inputs).is_empty())
+        .map(|(id, _)| id)
+        .collect()
+    }
+
+    #[test]
+    fn a_real_window_fires_what_its_figures_say_and_nothing_else() {
+        // Queue 21 µs of 231 ms, no preemption, KV cache 0.2 %, prefill 10 ms of a 20 ms TTFT:
+        // only the 143 ms our client waited before the engine had its request (164 ms against
+        // the engine's 20 ms) is worth a change.
+        let w = fixture_window();
+        assert_eq!(fired(w.clone(), Vec::new()), ["serving_api_server_bound"]);
+        // The same window seen through the user's load (no client of ours), the API server
+        // idle: nothing fires.
+        let mut users = w.clone();
+        users.client = None;
+        let idle = ServingProcess {
+            pid: 1,
+            name: "vllm".into(),
+            role: Some(API_SERVER.into()),
+            cpu_cores: 0.2,
+            waiting_cores: Some(0.1),
+            rss_peak_bytes: 0,
+        };
+        assert!(fired(users.clone(), vec![idle.clone()]).is_empty());
+        // ... and saturated: it fires on the CPU alone.
+        let busy = ServingProcess {
+            cpu_cores: 0.95,
+            ..idle
+        };
+        assert_eq!(
+            fired(users.clone(), vec![busy]),
+            ["serving_api_server_bound"]
+        );
+        // Requests queued for a third of their time, and preempted: those rules fire.
+        let mut queued = users;
+        let e2e = queued.e2e.as_ref().unwrap().mean_s;
+        queued.queue.as_mut().unwrap().mean_s = e2e / 3.0;
+        queued.preemptions = 12;
+        assert_eq!(
+            fired(queued, Vec::new()),
+            ["serving_queue_bound", "serving_kv_cache_pressure"]
+        );
+    }
+}
